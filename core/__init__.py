@@ -1,0 +1,1 @@
+"""The agent core: messages, events, models, the loop, the store. Knows no surface."""

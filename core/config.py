@@ -1,0 +1,237 @@
+"""Configuration: ``$HERMES_EDITOR_HOME/config.toml``, validated, with environment overrides.
+
+Errors name the file, the key and the expected form. API keys are ``SecretStr`` so that no
+repr, log line or error message can carry them.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "ModelRef",
+    "ProviderConfig",
+    "ProviderProfile",
+    "PROFILES",
+    "config_path",
+    "home",
+    "load_config",
+]
+
+
+def home() -> Path:
+    """The state home: ``$HERMES_EDITOR_HOME`` or ``~/.hermes-editor``."""
+    env = os.environ.get("HERMES_EDITOR_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".hermes-editor"
+
+
+def config_path() -> Path:
+    return home() / "config.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderProfile:
+    """Provider quirks as data: what wire it speaks and how it differs."""
+
+    wire: Literal["openai", "anthropic"]
+    base_url: str | None = None
+    key_env: str | None = None
+    base_url_env: str | None = None
+    needs_key: bool = True
+    # OpenAI's newer models take max_completion_tokens; most compatible servers take max_tokens.
+    max_tokens_param: str = "max_tokens"
+    # Where a compatible server streams reasoning text, if anywhere.
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    stream_usage: bool = True
+    extra_headers: tuple[tuple[str, str], ...] = ()
+
+
+PROFILES: dict[str, ProviderProfile] = {
+    "openai": ProviderProfile(
+        wire="openai",
+        key_env="OPENAI_API_KEY",
+        base_url_env="OPENAI_BASE_URL",
+        max_tokens_param="max_completion_tokens",
+    ),
+    "anthropic": ProviderProfile(wire="anthropic", key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL"),
+    "openrouter": ProviderProfile(
+        wire="openai",
+        base_url="https://openrouter.ai/api/v1",
+        key_env="OPENROUTER_API_KEY",
+        extra_headers=(("X-Title", "hermes-editor"),),
+    ),
+    "ollama": ProviderProfile(wire="openai", base_url="http://127.0.0.1:11434/v1", needs_key=False),
+    "lmstudio": ProviderProfile(wire="openai", base_url="http://127.0.0.1:1234/v1", needs_key=False),
+    "vllm": ProviderProfile(wire="openai", base_url="http://127.0.0.1:8000/v1", needs_key=False),
+    "llamacpp": ProviderProfile(wire="openai", base_url="http://127.0.0.1:8080/v1", needs_key=False),
+    # Any other OpenAI-compatible endpoint: give base_url (and api_key if it needs one).
+    "openai-compatible": ProviderProfile(wire="openai", needs_key=False),
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProviderConfig(_Strict):
+    """One provider entry, ``[providers.NAME]``."""
+
+    profile: str | None = Field(default=None, description="quirk profile; defaults to the provider's name")
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    timeout: float = Field(default=600.0, gt=0)
+
+    def resolved_profile(self, name: str) -> ProviderProfile:
+        return PROFILES.get(self.profile or name) or PROFILES["openai-compatible"]
+
+
+class RetryConfig(_Strict):
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    base_delay: float = Field(default=1.0, ge=0)
+    max_delay: float = Field(default=30.0, ge=0)
+
+
+class ApprovalConfig(_Strict):
+    timeout: float = Field(default=1800.0, gt=0, description="seconds before an unanswered approval is denied")
+
+
+class Config(_Strict):
+    model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
+    fallback_models: list[str] = Field(default_factory=list)
+    max_steps: int = Field(default=60, ge=1, le=1000, description="model requests per turn")
+    max_tokens: int = Field(default=8192, ge=1)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    def model_ref(self, spec: str | None = None) -> ModelRef | None:
+        """Resolve ``provider:model`` (or a bare name when one provider is configured)."""
+        spec = spec or self.model
+        if not spec:
+            return None
+        return parse_model_ref(spec, self.providers)
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every secret value configured, for redaction."""
+        return [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    provider: str
+    model: str
+    config: ProviderConfig
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+
+class ConfigError(Exception):
+    """A configuration problem, naming the file, the key and what was expected."""
+
+    def __init__(self, message: str, *, path: Path | None = None, key: str | None = None) -> None:
+        self.path = path
+        self.key = key
+        where = f"{path}" if path else "configuration"
+        if key:
+            where += f", key '{key}'"
+        super().__init__(f"{where}: {message}")
+
+
+def parse_model_ref(spec: str, providers: dict[str, ProviderConfig]) -> ModelRef:
+    provider, sep, model = spec.partition(":")
+    if sep and provider in providers:
+        return ModelRef(provider, model, providers[provider])
+    if sep and provider in PROFILES:
+        raise ConfigError(
+            f"model '{spec}' names provider '{provider}', which is not configured. "
+            f"Add [providers.{provider}] to config.toml or set {PROFILES[provider].key_env or 'its base_url'}.",
+            path=config_path(),
+            key="model",
+        )
+    # A bare model name (which may itself contain ':' as in Ollama's "qwen3:8b").
+    if len(providers) == 1:
+        (only,) = providers
+        return ModelRef(only, spec, providers[only])
+    if not providers:
+        raise ConfigError(
+            f"model '{spec}' is set but no provider is configured. Set OPENAI_API_KEY, "
+            "ANTHROPIC_API_KEY or OPENROUTER_API_KEY, or add a [providers.NAME] table.",
+            path=config_path(),
+            key="model",
+        )
+    raise ConfigError(
+        f"model '{spec}' does not say which provider to use; write it as 'provider:model' "
+        f"with one of: {', '.join(sorted(providers))}.",
+        path=config_path(),
+        key="model",
+    )
+
+
+_ENV_PROVIDERS = ("openai", "anthropic", "openrouter")
+
+
+def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> Config:
+    """Read config.toml (if present), validate it, and apply environment overrides."""
+    path = path or config_path()
+    env = os.environ if env is None else env
+    raw: dict = {}
+    if path.exists():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"not valid TOML ({exc}). Fix the syntax or run 'hermes-editor setup'.", path=path) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot be read ({exc.strerror}).", path=path) from None
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        expected = _expected(err)
+        raise ConfigError(f"{expected}. Fix it in the file or run 'hermes-editor setup'.", path=path, key=key) from None
+
+    for name in _ENV_PROVIDERS:
+        profile = PROFILES[name]
+        key = env.get(profile.key_env or "")
+        base = env.get(profile.base_url_env or "") if profile.base_url_env else None
+        if not key and not base:
+            continue
+        entry = config.providers.get(name) or ProviderConfig()
+        update: dict = {}
+        if key:
+            update["api_key"] = SecretStr(key)
+        if base:
+            update["base_url"] = base
+        config.providers[name] = entry.model_copy(update=update)
+    if env.get("HERMES_MODEL"):
+        config.model = env["HERMES_MODEL"]
+    for name, provider in config.providers.items():
+        profile = provider.resolved_profile(name)
+        if profile.wire == "openai" and not (provider.base_url or profile.base_url) and name != "openai":
+            raise ConfigError(
+                "an OpenAI-compatible provider needs base_url (for example http://127.0.0.1:11434/v1).",
+                path=path,
+                key=f"providers.{name}.base_url",
+            )
+    return config
+
+
+def _expected(err: dict) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "is not a known setting (check the spelling; see the configuration reference in the README)"
+    if kind == "missing":
+        return "is required"
+    return f"expected {err.get('msg', 'a valid value').lower()}, got {err.get('input')!r}"

@@ -1,0 +1,136 @@
+"""Typed conversation messages and their one serialiser.
+
+The persisted history is the source of truth. Every model request is built from it and
+nothing built for a request is ever written back.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+__all__ = [
+    "AssistantMessage",
+    "FileDiff",
+    "ImagePart",
+    "Message",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCallPart",
+    "ToolResultMessage",
+    "UserMessage",
+    "dump_message",
+    "load_message",
+    "searchable_text",
+]
+
+
+class TextPart(BaseModel):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(BaseModel):
+    kind: Literal["image"] = "image"
+    media_type: str
+    data: str  # base64
+
+
+class ThinkingPart(BaseModel):
+    kind: Literal["thinking"] = "thinking"
+    text: str
+    # Anthropic signs thinking blocks; they must be sent back unchanged with tool use.
+    signature: str | None = None
+    redacted: bool = False
+
+
+class ToolCallPart(BaseModel):
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict = Field(default_factory=dict)
+    # Set when the model sent arguments that are not a JSON object; the loop reports it.
+    invalid_arguments: str | None = None
+
+
+class FileDiff(BaseModel):
+    """A change to one file, as shown to the user: absolute path, old text (None when new)."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+class UserMessage(BaseModel):
+    kind: Literal["user"] = "user"
+    parts: list[Annotated[Union[TextPart, ImagePart], Field(discriminator="kind")]]
+
+    @classmethod
+    def of(cls, text: str) -> UserMessage:
+        return cls(parts=[TextPart(text=text)])
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+class AssistantMessage(BaseModel):
+    kind: Literal["assistant"] = "assistant"
+    parts: list[Annotated[Union[TextPart, ThinkingPart, ToolCallPart], Field(discriminator="kind")]] = Field(
+        default_factory=list
+    )
+    model: str | None = None
+    # True when the stream was cut (cancel, failure); such a message has no tool calls.
+    interrupted: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+class ToolResultMessage(BaseModel):
+    kind: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    diffs: list[FileDiff] = Field(default_factory=list)
+
+
+Message = Annotated[Union[UserMessage, AssistantMessage, ToolResultMessage], Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def dump_message(message: Message) -> str:
+    """Serialise a message to JSON, the one format used in the store and exports."""
+    return message.model_dump_json(exclude_defaults=False)
+
+
+def load_message(data: str | bytes) -> Message:
+    """Parse a message serialised by :func:`dump_message`."""
+    return _ADAPTER.validate_json(data)
+
+
+def searchable_text(message: Message) -> str:
+    """The text of a message that history search indexes."""
+    if isinstance(message, ToolResultMessage):
+        return message.content
+    if isinstance(message, UserMessage):
+        return message.text
+    pieces = [message.text]
+    for call in message.tool_calls:
+        pieces.append(f"{call.name} {_flatten(call.arguments)}")
+    return "\n".join(p for p in pieces if p)
+
+
+def _flatten(value: object) -> str:
+    if isinstance(value, dict):
+        return " ".join(_flatten(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(_flatten(v) for v in value)
+    return str(value)
