@@ -1,0 +1,163 @@
+"""What a turn yields, in order. Surfaces render these; the core never calls a surface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from core.models.base import Usage
+
+__all__ = [
+    "DiffContent",
+    "Event",
+    "Location",
+    "Notice",
+    "PermissionNeeded",
+    "PlanEntry",
+    "PlanUpdated",
+    "StopReason",
+    "TerminalContent",
+    "TextContent",
+    "TextDelta",
+    "ThoughtDelta",
+    "ToolContent",
+    "ToolFinished",
+    "ToolKind",
+    "ToolStarted",
+    "ToolUpdated",
+    "TurnEnded",
+    "UsageUpdated",
+]
+
+# The ACP tool kinds; other surfaces use them as plain labels.
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    path: str  # absolute
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiffContent:
+    path: str  # absolute
+    old_text: str | None  # None for a new file
+    new_text: str
+    type: Literal["diff"] = "diff"
+
+
+@dataclass(frozen=True, slots=True)
+class TextContent:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalContent:
+    terminal_id: str
+    type: Literal["terminal"] = "terminal"
+
+
+ToolContent = Union[DiffContent, TextContent, TerminalContent]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    text: str
+    kind: Literal["thought"] = "thought"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    name: str
+    title: str
+    tool_kind: ToolKind
+    locations: list[Location] = field(default_factory=list)
+    raw_input: dict = field(default_factory=dict)
+    kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUpdated:
+    call_id: str
+    content: list[ToolContent] | None = None
+    title: str | None = None
+    locations: list[Location] | None = None
+    kind: Literal["tool_updated"] = "tool_updated"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    call_id: str
+    status: Literal["completed", "failed"]
+    content: list[ToolContent] = field(default_factory=list)
+    raw_output: str = ""
+    kind: Literal["tool_finished"] = "tool_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanUpdated:
+    entries: list[PlanEntry]
+    kind: Literal["plan"] = "plan"
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionNeeded:
+    """A tool call waits for the user. The surface asks and answers through the broker."""
+
+    request: object  # core.approvals.ApprovalRequest (kept loose to avoid an import cycle)
+    kind: Literal["permission"] = "permission"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageUpdated:
+    step: Usage
+    total: Usage
+    context_tokens: int
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should see that is not the model's words (a retry, an error)."""
+
+    text: str
+    level: Literal["info", "warning", "error"] = "info"
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    stop_reason: StopReason
+    error: str | None = None
+    kind: Literal["turn_ended"] = "turn_ended"
+
+
+Event = Union[
+    TextDelta,
+    ThoughtDelta,
+    ToolStarted,
+    ToolUpdated,
+    ToolFinished,
+    PlanUpdated,
+    PermissionNeeded,
+    UsageUpdated,
+    Notice,
+    TurnEnded,
+]

@@ -1,0 +1,95 @@
+"""Interactive set-up: choose a provider, key and model; write a valid config.toml."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from core.config import PROFILES, ConfigError, config_path, load_config
+
+__all__ = ["render_config", "run_setup"]
+
+_CHOICES = [
+    ("openai", "OpenAI", "gpt-4.1-mini"),
+    ("anthropic", "Anthropic", "claude-sonnet-4-5"),
+    ("openrouter", "OpenRouter", "anthropic/claude-sonnet-4.5"),
+    ("ollama", "Ollama (local)", "qwen3:8b"),
+    ("lmstudio", "LM Studio (local)", "local-model"),
+    ("openai-compatible", "Another OpenAI-compatible server (vLLM, llama.cpp, ...)", ""),
+]
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def render_config(provider: str, model: str, api_key: str | None, base_url: str | None) -> str:
+    """The text of a minimal config.toml for one provider."""
+    name = "custom" if provider == "openai-compatible" else provider
+    lines = [
+        "# hermes-editor configuration. Reference: the README's Configuration section.",
+        f"model = {_toml_str(f'{name}:{model}')}",
+        "",
+        f"[providers.{name}]",
+    ]
+    if provider == "openai-compatible":
+        lines.append('profile = "openai-compatible"')
+    if api_key:
+        lines.append(f"api_key = {_toml_str(api_key)}")
+    if base_url:
+        lines.append(f"base_url = {_toml_str(base_url)}")
+    return "\n".join(lines) + "\n"
+
+
+def run_setup(ask: Callable[[str], str] = input, ask_secret: Callable[[str], str] = getpass.getpass, out=print) -> int:
+    """Ask, write config.toml (mode 0600, keeping a backup of any old one) and validate it."""
+    path = config_path()
+    out(f"Setting up hermes-editor. The configuration will be written to {path}.")
+    for number, (_, label, _) in enumerate(_CHOICES, 1):
+        out(f"  {number}. {label}")
+    choice = ask("Provider [1]: ").strip() or "1"
+    if not choice.isdigit() or not 1 <= int(choice) <= len(_CHOICES):
+        out(f"'{choice}' is not one of 1-{len(_CHOICES)}; nothing was written.")
+        return 2
+    provider, label, default_model = _CHOICES[int(choice) - 1]
+    profile = PROFILES[provider]
+    base_url = None
+    if provider in ("ollama", "lmstudio", "openai-compatible"):
+        default_url = profile.base_url or ""
+        base_url = ask(f"Base URL [{default_url}]: ").strip() or default_url
+        if not base_url:
+            out("A base URL is needed for this provider; nothing was written.")
+            return 2
+    api_key = None
+    if profile.needs_key:
+        from_env = os.environ.get(profile.key_env or "")
+        prompt = f"{label} API key" + (f" (Enter to use ${profile.key_env} at run time)" if from_env else "") + ": "
+        api_key = ask_secret(prompt).strip() or None
+        if not api_key and not from_env:
+            out(f"An API key is needed for {label}; nothing was written.")
+            return 2
+    model = ask(f"Model [{default_model}]: ").strip() or default_model
+    if not model:
+        out("A model name is needed; nothing was written.")
+        return 2
+    text = render_config(provider, model, api_key, base_url)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        backup = path.with_suffix(".toml.bak")
+        backup.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+        os.chmod(backup, 0o600)
+        out(f"The previous configuration was kept as {backup}.")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    try:
+        config = load_config(Path(path))
+        config.model_ref()
+    except ConfigError as exc:
+        out(f"The configuration was written but does not validate: {exc}")
+        return 1
+    out(f"Wrote {path}. Model: {config.model}. Run 'hermes-editor doctor' to check the model is reachable.")
+    return 0

@@ -1,0 +1,123 @@
+"""Newline-delimited JSON-RPC over stdio, strict about what it accepts.
+
+Unlike a plain reader, it answers what cannot be a request: invalid JSON gets -32700, JSON
+that is not an object (or lacks a method and an id) gets -32600, and an over-long line is
+skipped with an error. The process keeps serving either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Any
+
+__all__ = ["StdioTransport"]
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 64 * 1024 * 1024
+
+
+class StdioTransport:
+    """A message transport for the ACP SDK's Connection, over fds ``read_fd``/``write_fd``."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd = read_fd
+        self._write_fd = write_fd
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._reader = asyncio.StreamReader(limit=MAX_LINE)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0)
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(self._write_fd, "wb", buffering=0)
+        )
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self._writer is not None
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        async with self._lock:
+            if self._writer.is_closing():
+                raise ConnectionError("stdout is closed")
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        assert self._reader is not None
+        while True:
+            line = await self._read_line()
+            if line is None:
+                return None
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as exc:
+                await self._error(None, -32700, "Parse error", f"the line is not valid JSON: {exc}")
+                continue
+            problem = _invalid_request(message)
+            if problem is not None:
+                msg_id = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+                await self._error(msg_id, -32600, "Invalid request", problem)
+                continue
+            return message
+
+    async def close(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.close()
+
+    async def _read_line(self) -> bytes | None:
+        assert self._reader is not None
+        try:
+            line = await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            return exc.partial or None
+        except asyncio.LimitOverrunError:
+            # Drop the whole over-long line, then say so.
+            while True:
+                try:
+                    await self._reader.readuntil(b"\n")
+                    break
+                except asyncio.LimitOverrunError as exc:
+                    await self._reader.readexactly(exc.consumed)
+                except asyncio.IncompleteReadError:
+                    return None
+            await self._error(None, -32600, "Invalid request", f"message longer than {MAX_LINE} bytes")
+            return b""
+        return line
+
+    async def _error(self, msg_id: Any, code: int, message: str, details: str) -> None:
+        log.warning("rejected input: %s", details)
+        try:
+            await self.send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message, "data": {"details": details}}})
+        except ConnectionError:
+            pass
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, int)) and not isinstance(value, bool))
+
+
+def _invalid_request(message: Any) -> str | None:
+    if not isinstance(message, dict):
+        return f"expected a JSON object, got {type(message).__name__}"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "'method' must be a string"
+        if "id" in message and not _valid_id(message["id"]):
+            return "'id' must be a string, a number or null"
+        if "params" in message and message["params"] is not None and not isinstance(message["params"], (dict, list)):
+            return "'params' must be an object"
+        return None
+    if "id" in message and ("result" in message or "error" in message):
+        return None  # a response to one of our requests
+    return "a message needs a 'method' (request) or an 'id' with 'result'/'error' (response)"
