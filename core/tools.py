@@ -118,6 +118,7 @@ class ToolContext:
     remember_rule: Callable[[str, str, str], Awaitable[None]] | None = None
     _approved: set[Path] = field(default_factory=set)
     _command_approved: str | None = None
+    _running: bool = False
 
     def resolve(self, path: str) -> Path:
         """An absolute, resolved path (symlinks and '..' followed) for a path the model gave."""
@@ -170,7 +171,7 @@ class ToolContext:
     ) -> None:
         verdict, reason = self.policy.decide(action)
         if verdict == "allow":
-            return
+            return await self._mark_running()
         if verdict == "refuse":
             raise ToolRejected(f"Not allowed: {reason}.")
         request = await self.broker.open(
@@ -202,6 +203,13 @@ class ToolContext:
                 "The user rejected this action; nothing was changed. Do not retry it as is: "
                 "ask the user what they would like instead, or try a different approach."
             )
+        await self._mark_running()
+
+    async def _mark_running(self) -> None:
+        """Pending (awaiting approval) becomes in progress once the call may go ahead."""
+        if not self._running:
+            self._running = True
+            await self.emit(ToolUpdated(self.call_id))
 
 
 def _format_validation(tool_name: str, exc: ValidationError) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,6 +32,16 @@ _OPTIONS = (
     ("reject_once", "Reject", Decision.REJECT_ONCE),
     ("reject_always", "Always reject", Decision.REJECT_ALWAYS),
 )
+
+
+def _self_command() -> str:
+    """An absolute command that runs this server, for editors that launch set-up themselves."""
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "hermes-acp"
+    if os.sep in argv0:
+        return os.path.abspath(argv0)
+    return shutil.which(argv0) or argv0
 
 
 def _version() -> str:
@@ -91,7 +102,7 @@ class HermesAgent:
                 id=RELOAD_METHOD,
                 name="Use my config.toml",
                 description=f"Run 'hermes-acp --setup' in a terminal or edit {config_path()}, then choose this.",
-                field_meta={"terminal-auth": {"command": sys.argv[0] or "hermes-acp", "args": ["--setup"], "label": "Set up Hermes"}},
+                field_meta={"terminal-auth": {"command": _self_command(), "args": ["--setup"], "label": "Set up Hermes"}},
             )
         )
         return InitializeResponse(

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 from typing import Any
 
 __all__ = ["StdioTransport"]
@@ -29,24 +30,40 @@ class StdioTransport:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
+        self._closed = False
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._reader = asyncio.StreamReader(limit=MAX_LINE)
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0)
-        )
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(self._write_fd, "wb", buffering=0)
-        )
-        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        try:
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0)
+            )
+        except ValueError:  # stdin is a regular file, not a pipe: read it in a thread
+            threading.Thread(target=self._feed_from_file, args=(loop,), daemon=True).start()
+        try:
+            transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, os.fdopen(self._write_fd, "wb", buffering=0, closefd=False)
+            )
+            self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        except ValueError:  # stdout is a regular file: plain blocking writes serve
+            self._writer = None
+
+    def _feed_from_file(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self._reader is not None
+        with os.fdopen(self._read_fd, "rb") as handle:
+            for line in handle:
+                loop.call_soon_threadsafe(self._reader.feed_data, line)
+        loop.call_soon_threadsafe(self._reader.feed_eof)
 
     async def send(self, message: dict[str, Any]) -> None:
-        assert self._writer is not None
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         async with self._lock:
-            if self._writer.is_closing():
+            if self._closed:
                 raise ConnectionError("stdout is closed")
+            if self._writer is None:
+                os.write(self._write_fd, data)
+                return
             self._writer.write(data)
             await self._writer.drain()
 
@@ -72,6 +89,7 @@ class StdioTransport:
             return message
 
     async def close(self) -> None:
+        self._closed = True
         if self._writer is not None and not self._writer.is_closing():
             self._writer.close()
 

@@ -1,0 +1,163 @@
+"""Schema migrations: an append-only list of named functions, applied in order.
+
+Each applied migration is recorded by name in ``_migrations``. Never edit, rename or
+reorder a migration that has shipped; add a new one at the end instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import aiosqlite
+
+from core.store import db
+
+__all__ = ["MIGRATIONS", "Migration", "applied_migrations", "migrate"]
+
+Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration; its function name is its recorded name."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+async def migrate(conn: aiosqlite.Connection) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied by this call.
+
+    All of it runs in one ``BEGIN IMMEDIATE`` transaction, so when several processes open a
+    new database at once exactly one applies the schema and the others find it done.
+    """
+
+    async def body(conn: aiosqlite.Connection) -> list[str]:
+        await conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        done = set(await _names(conn))
+        applied: list[str] = []
+        for fn in MIGRATIONS:
+            if fn.__name__ in done:
+                continue
+            await fn(conn)
+            await conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, time.time()))
+            applied.append(fn.__name__)
+        return applied
+
+    return await db.write(conn, body)
+
+
+async def applied_migrations(conn: aiosqlite.Connection) -> list[str]:
+    """Names recorded in ``_migrations``, in the order they were applied."""
+    return await db.read(conn, _names)
+
+
+async def _names(conn: aiosqlite.Connection) -> list[str]:
+    async with conn.execute("SELECT name FROM _migrations ORDER BY rowid") as cursor:
+        return [row[0] for row in await cursor.fetchall()]
+
+
+async def _run(conn: aiosqlite.Connection, statements: list[str]) -> None:
+    # One execute per statement: executescript() would COMMIT the migration transaction first.
+    for sql in statements:
+        await conn.execute(sql)
+
+
+@migration
+async def m001_initial(conn: aiosqlite.Connection) -> None:
+    # Enumerated columns (surface, role, status, decision) have no CHECK constraint on purpose:
+    # SQLite cannot change a CHECK without rebuilding the table, and the store validates them.
+    await _run(
+        conn,
+        [
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                title TEXT,
+                cwd TEXT NOT NULL,
+                surface TEXT NOT NULL,
+                model TEXT,
+                parent_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                input_tokens INTEGER NOT NULL DEFAULT 0,
+                output_tokens INTEGER NOT NULL DEFAULT 0,
+                cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+                cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL,
+                meta TEXT NOT NULL DEFAULT '{}'
+            )
+            """,
+            "CREATE INDEX sessions_updated ON sessions (updated_at)",
+            "CREATE INDEX sessions_cwd_updated ON sessions (cwd, updated_at)",
+            # Without it, deleting a session scans every row to null its forks' parent_id.
+            "CREATE INDEX sessions_parent ON sessions (parent_id)",
+            # An explicit INTEGER PRIMARY KEY keeps rowids stable (VACUUM may renumber implicit
+            # ones), which the external-content FTS index depends on.
+            """
+            CREATE TABLE messages (
+                id INTEGER PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                role TEXT NOT NULL,
+                content TEXT NOT NULL,
+                text TEXT NOT NULL DEFAULT '',
+                tool_name TEXT,
+                created_at REAL NOT NULL,
+                completed_at REAL
+            )
+            """,
+            "CREATE UNIQUE INDEX messages_session_seq ON messages (session_id, seq)",
+            """
+            CREATE VIRTUAL TABLE messages_fts USING fts5 (
+                text, content='messages', content_rowid='id', tokenize='porter unicode61'
+            )
+            """,
+            """
+            CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+                INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            # These triggers also fire for rows removed by ON DELETE CASCADE.
+            """
+            CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            END
+            """,
+            """
+            CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+                INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            # session_id has no foreign key: a question can be asked for a session that is not
+            # persisted (an MCP call without one, say); delete_session removes them explicitly.
+            """
+            CREATE TABLE approvals (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                tool_call_id TEXT NOT NULL,
+                tool_name TEXT NOT NULL,
+                title TEXT NOT NULL,
+                detail TEXT NOT NULL DEFAULT '{}',
+                status TEXT NOT NULL DEFAULT 'pending',
+                decided_by TEXT,
+                created_at REAL NOT NULL,
+                decided_at REAL
+            )
+            """,
+            "CREATE INDEX approvals_session_status ON approvals (session_id, status)",
+            "CREATE INDEX approvals_status ON approvals (status, created_at)",
+            """
+            CREATE TABLE approval_rules (
+                project TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                pattern TEXT NOT NULL,
+                decision TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (project, tool, pattern)
+            )
+            """,
+        ],
+    )

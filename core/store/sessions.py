@@ -1,0 +1,485 @@
+"""``SessionStore``: sessions, their messages (searchable), approvals and approval rules.
+
+One store is one connection. Every process (each editor window's ``hermes-acp``,
+``hermes-mcp``, the gateway) opens its own on the same ``state.db``; SQLite's locking, WAL
+and the retries in :mod:`core.store.db` make that safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Generator
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import aiosqlite
+
+from core.config import home
+from core.messages import AssistantMessage, Message, ToolResultMessage, dump_message, searchable_text
+from core.store import db
+from core.store.migrations import migrate
+from core.store.records import (
+    APPROVAL_STATUSES,
+    RULE_DECISIONS,
+    SURFACES,
+    ApprovalRecord,
+    ApprovalStatus,
+    RuleDecision,
+    SearchHit,
+    SessionRecord,
+    StoredMessage,
+    Surface,
+)
+
+__all__ = ["SessionNotFoundError", "SessionStore", "fts_query"]
+
+T = TypeVar("T")
+
+_SNIPPET_TOKENS = 12
+
+
+class SessionNotFoundError(LookupError):
+    """The session id names no stored session."""
+
+
+class SessionStore:
+    """Persistent sessions, messages, approvals and rules on one SQLite file."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        """Wrap an open, migrated connection; use :meth:`open` instead."""
+        self._conn = conn
+        self.path = path
+        # One connection cannot hold two transactions: coroutines sharing this store take
+        # turns, and reads never see another coroutine's uncommitted writes.
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def open(cls, path: str | PathLike[str] | None = None) -> _Opening:
+        """Open (creating and migrating) the store at ``path``, default ``home()/state.db``.
+
+        Use as ``store = await SessionStore.open()`` or ``async with SessionStore.open() as store``.
+        """
+        return _Opening(cls, Path(path) if path is not None else None)
+
+    async def close(self) -> None:
+        """Close the connection; the store cannot be used afterwards."""
+        await self._conn.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- sessions -------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        cwd: str | PathLike[str],
+        surface: Surface,
+        model: str | None = None,
+        title: str | None = None,
+        parent_id: str | None = None,
+        session_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Create a session; the id is a fresh uuid4 hex unless ``session_id`` is given."""
+        _check(surface, SURFACES, "surface")
+        record = SessionRecord(
+            id=session_id or uuid.uuid4().hex,
+            title=title,
+            cwd=str(cwd),
+            surface=surface,
+            model=model,
+            parent_id=parent_id,
+            created_at=(now := time.time()),
+            updated_at=now,
+            input_tokens=0,
+            output_tokens=0,
+            cache_read_tokens=0,
+            cache_write_tokens=0,
+            cost_usd=None,
+            meta=dict(meta or {}),
+        )
+        meta_json = _json(record.meta)
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            await _exec(
+                conn,
+                "INSERT INTO sessions (id, title, cwd, surface, model, parent_id, created_at, updated_at, meta)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.id, title, record.cwd, surface, model, parent_id, now, now, meta_json),
+            )
+
+        await self._write(body)
+        return record
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or None."""
+        row = await self._fetchone("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return SessionRecord.from_row(row) if row else None
+
+    async def list_sessions(
+        self,
+        *,
+        cwd: str | PathLike[str] | None = None,
+        surface: Surface | None = None,
+        limit: int = 50,
+        before: float | None = None,
+    ) -> list[SessionRecord]:
+        """Sessions, most recently updated first; pass the last ``updated_at`` as ``before`` for the next page."""
+        where: list[str] = ["1 = 1"]
+        params: list[Any] = []
+        if cwd is not None:
+            where.append("cwd = ?")
+            params.append(str(cwd))
+        if surface is not None:
+            where.append("surface = ?")
+            params.append(surface)
+        if before is not None:
+            where.append("updated_at < ?")
+            params.append(before)
+        sql = f"SELECT * FROM sessions WHERE {' AND '.join(where)} ORDER BY updated_at DESC, id DESC LIMIT ?"
+        rows = await self._fetchall(sql, (*params, limit))
+        return [SessionRecord.from_row(row) for row in rows]
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        """Change the fields given (None leaves a field as it is).
+
+        ``meta`` is merged into the stored object as a JSON merge patch (RFC 7396), inside the
+        write transaction, so two processes setting different keys do not undo each other; a
+        key set to None is removed. Does not touch ``updated_at``, which tracks activity.
+        """
+        meta_json = _json(meta) if meta is not None else None
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "UPDATE sessions SET title = COALESCE(?, title), model = COALESCE(?, model),"
+                " meta = CASE WHEN ? IS NULL THEN meta ELSE json_patch(meta, ?) END WHERE id = ?",
+                (title, model, meta_json, meta_json, session_id),
+            )
+
+        if not await self._write(body):
+            raise SessionNotFoundError(session_id)
+
+    async def add_usage(
+        self,
+        session_id: str,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        """Add one request's token counts (and cost, when known) to the session's totals."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,"
+                " cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,"
+                # An unknown cost adds nothing; the total stays NULL until some cost is known.
+                " cost_usd = CASE WHEN ? IS NULL THEN cost_usd ELSE COALESCE(cost_usd, 0) + ? END"
+                " WHERE id = ?",
+                (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_usd, session_id),
+            )
+
+        if not await self._write(body):
+            raise SessionNotFoundError(session_id)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its messages and approvals; forks keep living, parentless."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            await _exec(conn, "DELETE FROM approvals WHERE session_id = ?", (session_id,))
+            # Messages go by ON DELETE CASCADE, and their FTS rows by the delete trigger.
+            return await _exec(conn, "DELETE FROM sessions WHERE id = ?", (session_id,))
+
+        return bool(await self._write(body))
+
+    # -- messages -------------------------------------------------------------------------
+
+    async def append_message(
+        self, session_id: str, message: Message, *, created_at: float | None = None
+    ) -> StoredMessage:
+        """Append a completed message to a session, as the next ``seq``, and bump ``updated_at``."""
+        content = dump_message(message)
+        text = searchable_text(message)
+        tool_name = _tool_name(message)
+        now = time.time()
+        created = now if created_at is None else created_at
+
+        async def body(conn: aiosqlite.Connection) -> tuple[int, int]:
+            if not await _exec(
+                conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, session_id)
+            ):
+                raise SessionNotFoundError(session_id)
+            # Safe as max+1 only because BEGIN IMMEDIATE already holds the write lock.
+            async with conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?", (session_id,)
+            ) as cursor:
+                (seq,) = await cursor.fetchone() or (1,)
+            async with conn.execute(
+                "INSERT INTO messages (session_id, seq, role, content, text, tool_name, created_at, completed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, seq, message.kind, content, text, tool_name, created, now),
+            ) as cursor:
+                row_id = cursor.lastrowid
+            assert row_id is not None
+            return row_id, seq
+
+        row_id, seq = await self._write(body)
+        return StoredMessage(id=row_id, session_id=session_id, seq=seq, message=message, created_at=created)
+
+    async def messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[StoredMessage]:
+        """The session's messages in ``seq`` order, those after ``after_seq``, at most ``limit``."""
+        rows = await self._fetchall(
+            "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session_id, after_seq, -1 if limit is None else limit),
+        )
+        return [StoredMessage.from_row(row) for row in rows]
+
+    async def message_count(self, session_id: str) -> int:
+        """How many messages the session has."""
+        row = await self._fetchone("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,))
+        return int(row[0]) if row else 0
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 20,
+        session_id: str | None = None,
+        cwd: str | PathLike[str] | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search over message text, best match first; every word must occur.
+
+        ``query`` is free text, never FTS5 syntax: operators and punctuation are matched as words.
+        """
+        match = fts_query(query)
+        if match is None:
+            return []
+        where: list[str] = ["messages_fts MATCH ?"]
+        params: list[Any] = [match]
+        if session_id is not None:
+            where.append("m.session_id = ?")
+            params.append(session_id)
+        if cwd is not None:
+            where.append("s.cwd = ?")
+            params.append(str(cwd))
+        sql = (
+            "SELECT m.session_id, s.title, m.id, m.seq, m.role, m.created_at,"
+            f" snippet(messages_fts, 0, '[', ']', '…', {_SNIPPET_TOKENS}) AS snippet,"
+            " bm25(messages_fts) AS bm25"
+            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            " JOIN sessions s ON s.id = m.session_id"
+            f" WHERE {' AND '.join(where)} ORDER BY bm25, m.id DESC LIMIT ?"
+        )
+        rows = await self._fetchall(sql, (*params, limit))
+        return [
+            SearchHit(
+                session_id=row["session_id"],
+                session_title=row["title"],
+                message_id=row["id"],
+                seq=row["seq"],
+                role=row["role"],
+                snippet=row["snippet"],
+                # bm25() is lower-is-better; flipped so that callers can read it as a score.
+                score=-row["bm25"],
+                created_at=row["created_at"],
+            )
+            for row in rows
+        ]
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def create_approval(
+        self, *, session_id: str, tool_call_id: str, tool_name: str, title: str, detail: dict[str, Any]
+    ) -> ApprovalRecord:
+        """Record a pending question about one tool call."""
+        record = ApprovalRecord(
+            id=uuid.uuid4().hex,
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            title=title,
+            detail=dict(detail),
+            status="pending",
+            decided_by=None,
+            created_at=time.time(),
+            decided_at=None,
+        )
+        detail_json = _json(record.detail)
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            await _exec(
+                conn,
+                "INSERT INTO approvals (id, session_id, tool_call_id, tool_name, title, detail, status, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+                (record.id, session_id, tool_call_id, tool_name, title, detail_json, record.created_at),
+            )
+
+        await self._write(body)
+        return record
+
+    async def resolve_approval(self, approval_id: str, status: ApprovalStatus, decided_by: str | None) -> bool:
+        """Answer a pending question; True if this call's answer won, False if it was already answered."""
+        if status == "pending":
+            raise ValueError("an approval cannot be resolved to 'pending'")
+        _check(status, APPROVAL_STATUSES, "approval status")
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            # The status guard is the whole race: whichever UPDATE commits first changes the
+            # row, and every later one matches nothing.
+            return await _exec(
+                conn,
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = 'pending'",
+                (status, decided_by, time.time(), approval_id),
+            )
+
+        return bool(await self._write(body))
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """The approval with this id, or None."""
+        row = await self._fetchone("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        return ApprovalRecord.from_row(row) if row else None
+
+    async def pending_approvals(self, session_id: str | None = None) -> list[ApprovalRecord]:
+        """Unanswered questions, oldest first, for one session or for all."""
+        if session_id is None:
+            rows = await self._fetchall("SELECT * FROM approvals WHERE status = 'pending' ORDER BY created_at, id", ())
+        else:
+            rows = await self._fetchall(
+                "SELECT * FROM approvals WHERE status = 'pending' AND session_id = ? ORDER BY created_at, id",
+                (session_id,),
+            )
+        return [ApprovalRecord.from_row(row) for row in rows]
+
+    async def add_approval_rule(self, project: str, tool: str, pattern: str, decision: RuleDecision) -> None:
+        """Remember an "always" answer for a project; a later rule for the same tool and pattern replaces it."""
+        _check(decision, RULE_DECISIONS, "rule decision")
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            await _exec(
+                conn,
+                "INSERT INTO approval_rules (project, tool, pattern, decision, created_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (project, tool, pattern) DO UPDATE SET"
+                " decision = excluded.decision, created_at = excluded.created_at",
+                (project, tool, pattern, decision, time.time()),
+            )
+
+        await self._write(body)
+
+    async def approval_rules(self, project: str) -> list[tuple[str, str, RuleDecision]]:
+        """The project's remembered rules as ``(tool, pattern, decision)``."""
+        rows = await self._fetchall(
+            "SELECT tool, pattern, decision FROM approval_rules WHERE project = ? ORDER BY tool, pattern", (project,)
+        )
+        return [(row["tool"], row["pattern"], row["decision"]) for row in rows]
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    async def _write(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        async with self._lock:
+            return await db.write(self._conn, body)
+
+    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        async def body(conn: aiosqlite.Connection) -> list[sqlite3.Row]:
+            async with conn.execute(sql, params) as cursor:
+                return list(await cursor.fetchall())
+
+        async with self._lock:
+            return await db.read(self._conn, body)
+
+    async def _fetchone(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
+        async def body(conn: aiosqlite.Connection) -> sqlite3.Row | None:
+            async with conn.execute(sql, params) as cursor:
+                return await cursor.fetchone()
+
+        async with self._lock:
+            return await db.read(self._conn, body)
+
+
+class _Opening:
+    """What :meth:`SessionStore.open` returns: await it, or use it with ``async with``."""
+
+    def __init__(self, cls: type[SessionStore], path: Path | None) -> None:
+        self._cls = cls
+        self._path = path
+        self._store: SessionStore | None = None
+
+    async def _open(self) -> SessionStore:
+        path = self._path or home() / "state.db"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await db.connect(path)
+        try:
+            await migrate(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return self._cls(conn, path)
+
+    def __await__(self) -> Generator[Any, None, SessionStore]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> SessionStore:
+        self._store = await self._open()
+        return self._store
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+def fts_query(text: str) -> str | None:
+    """Turn free text into an FTS5 query matching every word; None when there is nothing to search.
+
+    Each whitespace-separated token becomes a quoted phrase (inner quotes doubled), so
+    ``AND``, ``NEAR(``, ``-``, ``*``, ``col:`` and stray quotes are only ever words.
+    """
+    # FTS5 reads the query as a C string: a NUL would cut it inside a quoted phrase.
+    tokens = text.replace("\x00", " ").split()
+    if not tokens:
+        return None
+    return " ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+
+
+def _tool_name(message: Message) -> str | None:
+    if isinstance(message, ToolResultMessage):
+        return message.tool_name
+    if isinstance(message, AssistantMessage):
+        return " ".join(call.name for call in message.tool_calls) or None
+    return None
+
+
+def _check(value: str, allowed: frozenset[str], what: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(sorted(allowed))}, not {value!r}")
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+async def _exec(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> int:
+    async with conn.execute(sql, params) as cursor:
+        return cursor.rowcount
