@@ -35,6 +35,7 @@ async def _serve(protocol_fd: int, redactor) -> None:
     try:
         await conn.listen()
     finally:
+        await asyncio.shield(agent.aclose())
         await asyncio.shield(conn.close())
 
 

@@ -236,6 +236,21 @@ class HermesAgent:
             log.info("session %s: cancel", session_id)
             self._agent.cancel(session)
 
+    async def aclose(self) -> None:
+        """Stop running turns and release the model client and the store (stdin closed)."""
+        if self._agent is not None:
+            for session in self._sessions.values():
+                self._agent.cancel(session)
+            turns = [s.turn for s in self._sessions.values() if s.turn is not None]
+            if turns:
+                await asyncio.wait(turns, timeout=2)
+            try:
+                await self._agent.model.aclose()
+            except Exception:
+                log.debug("model close failed", exc_info=True)
+        if self._store is not None:
+            await self._store.close()
+
     # --- helpers -----------------------------------------------------------------------
 
     async def _ask(self, session_id: str, request: ApprovalRequest) -> None:

@@ -183,6 +183,11 @@ async def running_agent(client: Client, env: dict[str, str], *, cwd: Path | None
             )
             conn.init_response = init
             yield conn, process, transcript
+    # Every session a test drives is checked against the published protocol schema.
+    from tests.acp_schema import validate_transcript
+
+    problems = validate_transcript(transcript.messages)
+    assert not problems, "transcript does not match the ACP v1 schema:\n" + "\n".join(problems[:20])
 
 
 def agent_env(home: Path, base_url: str | None, *, model: str = "openai:scripted", extra: dict | None = None) -> dict:
