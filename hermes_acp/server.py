@@ -17,6 +17,7 @@ from core.host import LocalHost
 from core.messages import TextPart, UserMessage
 from hermes_acp.host import AcpHost
 from hermes_acp.render import acp_content, update_for
+from hermes_acp.wire import request_permission, send_update
 
 __all__ = ["HermesAgent"]
 
@@ -224,7 +225,7 @@ class HermesAgent:
                     continue
                 update = update_for(event)
                 if update is not None:
-                    await self._conn.session_update(session_id=session_id, update=update)
+                    await send_update(self._conn, session_id, update)
         finally:
             for task in asks:
                 task.cancel()
@@ -266,16 +267,17 @@ class HermesAgent:
         options = [PermissionOption(option_id=oid, name=name, kind=oid) for oid, name, _ in _OPTIONS]
         decision = Decision.CANCELLED
         try:
-            response = await self._conn.request_permission(
-                session_id=session_id,
-                tool_call=ToolCallUpdate(
+            response = await request_permission(
+                self._conn,
+                session_id,
+                ToolCallUpdate(
                     tool_call_id=request.tool_call_id,
                     title=request.title,
                     kind=request.tool_kind,
                     status="pending",
                     content=acp_content(content) or None,
                 ),
-                options=options,
+                options,
             )
             outcome = response.outcome
             if getattr(outcome, "outcome", None) == "selected":

@@ -1,0 +1,77 @@
+"""Models: one protocol, two wire adapters, and the retry/fallback wrapper.
+
+Adapters (and their provider SDKs) load on first use; importing this package stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.config import Config, ConfigError, ModelRef, config_path
+from core.models.base import (
+    ErrorKind,
+    Model,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    Retrying,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSpec,
+    Usage,
+)
+from core.models.resilient import ResilientModel
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "ErrorKind",
+    "Model",
+    "ModelError",
+    "ModelEvent",
+    "ModelRequest",
+    "ResilientModel",
+    "ResponseDone",
+    "Retrying",
+    "TextChunk",
+    "ThinkingChunk",
+    "ToolCallChunk",
+    "ToolSpec",
+    "Usage",
+    "build_model",
+    "model_for",
+]
+
+
+def model_for(ref: ModelRef, *, secrets: Sequence[str] = ()) -> Model:
+    """The wire adapter for one configured model, chosen by its profile's ``wire``."""
+    wire = ref.config.resolved_profile(ref.provider).wire
+    if wire == "anthropic":
+        from core.models.anthropic_messages import AnthropicModel
+
+        return AnthropicModel(ref, secrets=secrets)
+    from core.models.openai_compat import OpenAIChatModel
+
+    return OpenAIChatModel(ref, secrets=secrets)
+
+
+def build_model(config: Config) -> Model:
+    """The configured model and its fallbacks, wrapped with retries (ConfigError when none is set)."""
+    primary = config.model_ref()
+    if primary is None:
+        raise ConfigError(
+            'no model is configured. Set model = "provider:model" in config.toml (or HERMES_MODEL), '
+            "or run 'hermes-editor setup'.",
+            path=config_path(),
+            key="model",
+        )
+    refs = [primary]
+    for spec in config.fallback_models:
+        ref = config.model_ref(spec)
+        if ref is not None:
+            refs.append(ref)
+    models = [model_for(ref, secrets=config.secrets) for ref in refs]
+    return ResilientModel(models, config.retry)

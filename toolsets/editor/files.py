@@ -105,7 +105,7 @@ async def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
     await ctx.write_text(path, args.content)
     lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
     verb = "Overwrote" if old is not None else "Created"
-    return ToolOutput(f"{verb} {path} ({lines} lines).", diffs=[diff])
+    return ToolOutput(f"{verb} {path} ({lines} line{'s' if lines != 1 else ''}).", diffs=[diff])
 
 
 class EditFileArgs(BaseModel):

@@ -1,0 +1,278 @@
+"""Anthropic Messages API, with prompt-cache breakpoints on the stable prefix.
+
+The ``anthropic`` SDK is imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from core.config import ModelRef
+from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
+from core.models._common import api_key, classify_error, last_user_index, parse_arguments
+from core.models.base import (
+    ErrorKind,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSpec,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+__all__ = ["AnthropicModel", "anthropic_messages", "anthropic_system", "anthropic_tools"]
+
+_CACHE = {"type": "ephemeral"}
+_STOP = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "refusal",
+}
+
+
+class AnthropicModel:
+    """A Claude model behind the Anthropic Messages API."""
+
+    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = ()) -> None:
+        self.ref = ref
+        self.name = ref.label
+        self.profile = ref.config.resolved_profile(ref.provider)
+        self.base_url = ref.config.base_url or self.profile.base_url
+        self._secrets = list(secrets)
+        self._client: AsyncAnthropic | None = None
+
+    def _get_client(self) -> AsyncAnthropic:
+        if self._client is None:
+            import anthropic  # lazy: the SDK costs hundreds of milliseconds to import
+
+            key = api_key(self.ref)
+            self._secrets.append(key)
+            # Retries belong to ResilientModel, which can tell the user and fall back.
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.ref.config.timeout,
+                default_headers=dict(self.profile.extra_headers) or None,
+            )
+        return self._client
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages request body for one step (without ``stream``)."""
+        params: dict[str, Any] = {
+            "model": self.ref.model,
+            "max_tokens": request.max_tokens,
+            "messages": anthropic_messages(request),
+        }
+        if request.system:
+            params["system"] = anthropic_system(request.system)
+        if request.tools:
+            params["tools"] = anthropic_tools(request.tools)
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one step: text, thinking and tool-call chunks, then one ResponseDone."""
+        try:
+            client = self._get_client()
+            response = await client.messages.create(stream=True, **self.build_params(request))
+            async with response:
+                assembly = _Assembly()
+                async with aclosing(assembly.feed(response)) as events:
+                    async for event in events:
+                        yield event
+            yield assembly.finish(self.name)
+        except Exception as exc:
+            error = classify_error(exc, model=self.name, secrets=self._secrets)
+            if error is None:
+                raise
+            raise error from None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+class _Assembly:
+    """Accumulates raw stream events into the final AssistantMessage."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.stop_reason: str | None = None
+        self.stopped = False
+        self.input = self.output = self.cache_read = self.cache_write = 0
+
+    async def feed(self, events: AsyncIterator[Any]) -> AsyncGenerator[ModelEvent, None]:
+        async for event in events:
+            kind = event.type
+            if kind == "message_start":
+                self._read_usage(event.message.usage)
+            elif kind == "content_block_start":
+                block = event.content_block
+                entry: dict[str, Any] = {"type": block.type, "text": [], "json": []}
+                if block.type == "tool_use":
+                    entry.update(id=block.id, name=block.name)
+                    yield ToolCallChunk(id=block.id, name=block.name)
+                elif block.type == "redacted_thinking":
+                    entry["text"].append(block.data)
+                elif block.type == "thinking":
+                    entry["signature"] = block.signature or None
+                    if block.thinking:
+                        entry["text"].append(block.thinking)
+                        yield ThinkingChunk(block.thinking)
+                elif block.type == "text" and block.text:
+                    entry["text"].append(block.text)
+                    yield TextChunk(block.text)
+                self.blocks[event.index] = entry
+            elif kind == "content_block_delta":
+                chunk = self._apply_delta(self.blocks.get(event.index), event.delta)
+                if chunk is not None:
+                    yield chunk
+            elif kind == "message_delta":
+                self.stop_reason = event.delta.stop_reason or self.stop_reason
+                self._read_usage(event.usage)
+            elif kind == "message_stop":
+                self.stopped = True
+
+    def _apply_delta(self, entry: dict[str, Any] | None, delta: Any) -> ModelEvent | None:
+        if entry is None:
+            raise ModelError(ErrorKind.BAD_RESPONSE, "a content delta arrived for a block that never started")
+        if delta.type == "text_delta":
+            entry["text"].append(delta.text)
+            return TextChunk(delta.text)
+        if delta.type == "thinking_delta":
+            entry["text"].append(delta.thinking)
+            return ThinkingChunk(delta.thinking)
+        if delta.type == "signature_delta":
+            entry["signature"] = delta.signature
+        elif delta.type == "input_json_delta":
+            entry["json"].append(delta.partial_json)
+        return None
+
+    def finish(self, label: str) -> ResponseDone:
+        if not self.stopped:
+            raise ModelError(ErrorKind.CONNECTION, "the stream ended before message_stop", model=label)
+        parts: list[TextPart | ThinkingPart | ToolCallPart] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            text = "".join(block["text"])
+            if block["type"] == "text":
+                parts.append(TextPart(text=text))
+            elif block["type"] == "thinking":
+                parts.append(ThinkingPart(text=text, signature=block.get("signature")))
+            elif block["type"] == "redacted_thinking":
+                parts.append(ThinkingPart(text=text, redacted=True))
+            elif block["type"] == "tool_use":
+                arguments, invalid = parse_arguments("".join(block["json"]))
+                parts.append(ToolCallPart(id=block["id"], name=block["name"], arguments=arguments, invalid_arguments=invalid))
+        reason = _STOP.get(self.stop_reason or "end_turn", "stop")
+        # input_tokens is the whole prompt, cache reads and writes included, as OpenAI reports it.
+        usage = Usage(
+            input_tokens=self.input + self.cache_read + self.cache_write,
+            output_tokens=self.output,
+            cache_read_tokens=self.cache_read,
+            cache_write_tokens=self.cache_write,
+        )
+        return ResponseDone(message=AssistantMessage(parts=parts, model=label), finish_reason=reason, usage=usage)
+
+    def _read_usage(self, usage: Any) -> None:
+        # message_delta repeats cumulative counts; a missing field keeps the earlier value.
+        if usage is None:
+            return
+        self.input = getattr(usage, "input_tokens", None) or self.input
+        self.output = getattr(usage, "output_tokens", None) or self.output
+        self.cache_read = getattr(usage, "cache_read_input_tokens", None) or self.cache_read
+        self.cache_write = getattr(usage, "cache_creation_input_tokens", None) or self.cache_write
+
+
+def anthropic_system(system: str) -> list[dict[str, Any]]:
+    """The system prompt as one cached block: it is the stable prefix every step shares."""
+    return [{"type": "text", "text": system, "cache_control": dict(_CACHE)}]
+
+
+def anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool definitions, with a cache breakpoint after the last one (tools precede system)."""
+    out = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+    if out:
+        out[-1]["cache_control"] = dict(_CACHE)
+    return out
+
+
+def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """Our typed history as Messages API turns, consecutive same-role turns merged."""
+    out: list[dict[str, Any]] = []
+    ephemeral_at = last_user_index(request.messages) if request.ephemeral else None
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            # Tool results of one step become one user turn (and may be followed by user text).
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for i, message in enumerate(request.messages):
+        if isinstance(message, UserMessage):
+            blocks = [_user_block(p) for p in message.parts if not (isinstance(p, TextPart) and not p.text)]
+            if i == ephemeral_at:
+                blocks.append({"type": "text", "text": request.ephemeral})
+            add("user", blocks)
+        elif isinstance(message, AssistantMessage):
+            add("assistant", _assistant_blocks(message))
+        elif isinstance(message, ToolResultMessage):
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
+            if message.is_error:
+                block["is_error"] = True
+            add("user", [block])
+    if request.ephemeral and ephemeral_at is None:
+        add("user", [{"type": "text", "text": request.ephemeral}])
+    _mark_last_block(out)
+    return out
+
+
+def _user_block(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
+    return {"type": "text", "text": part.text}
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ThinkingPart):
+            if part.redacted:
+                blocks.append({"type": "redacted_thinking", "data": part.text})
+            elif part.signature:
+                # Signed thinking must go back byte-for-byte or tool use after it is rejected.
+                blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
+            # Unsigned thinking came from another provider; Anthropic would reject it.
+        elif isinstance(part, TextPart):
+            if part.text:  # the API rejects empty text blocks
+                blocks.append({"type": "text", "text": part.text})
+        else:
+            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments})
+    return blocks
+
+
+def _mark_last_block(messages: list[dict[str, Any]]) -> None:
+    """Cache breakpoint on the last message's last cacheable block: the next step reuses it all."""
+    if not messages:
+        return
+    for block in reversed(messages[-1]["content"]):
+        if block["type"] not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = dict(_CACHE)
+            return

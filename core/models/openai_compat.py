@@ -1,0 +1,266 @@
+"""OpenAI-compatible chat completions (OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, LM Studio).
+
+The ``openai`` SDK is imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from core.config import ModelRef
+from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
+from core.models._common import api_key, classify_error, last_user_index, parse_arguments
+from core.models.base import (
+    ErrorKind,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSpec,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIChatModel", "chat_messages", "chat_tools"]
+
+_FINISH = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "content_filter": "refusal",
+    "refusal": "refusal",
+}
+
+
+class OpenAIChatModel:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = ()) -> None:
+        self.ref = ref
+        self.name = ref.label
+        self.profile = ref.config.resolved_profile(ref.provider)
+        self.base_url = ref.config.base_url or self.profile.base_url
+        self._secrets = list(secrets)
+        self._client: AsyncOpenAI | None = None
+
+    def _get_client(self) -> AsyncOpenAI:
+        if self._client is None:
+            import openai  # lazy: the SDK costs hundreds of milliseconds to import
+
+            key = api_key(self.ref)
+            self._secrets.append(key)
+            # Retries belong to ResilientModel, which can tell the user and fall back.
+            self._client = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.ref.config.timeout,
+                default_headers=dict(self.profile.extra_headers) or None,
+            )
+        return self._client
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The chat-completions request body for one step (without ``stream``)."""
+        params: dict[str, Any] = {"model": self.ref.model, "messages": chat_messages(request)}
+        if request.tools:
+            params["tools"] = chat_tools(request.tools)
+        # The key varies by server (max_tokens vs max_completion_tokens), so it goes in as data.
+        params[self.profile.max_tokens_param] = request.max_tokens
+        if self.profile.stream_usage:
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one step: text, thinking and tool-call chunks, then one ResponseDone."""
+        try:
+            client = self._get_client()
+            params = self.build_params(request)
+            max_key = self.profile.max_tokens_param
+            extra_body = {max_key: params.pop(max_key)}
+            response = await client.chat.completions.create(stream=True, extra_body=extra_body, **params)
+            async with response:
+                assembly = _Assembly(self.profile.reasoning_fields)
+                async with aclosing(assembly.feed(response)) as events:
+                    async for event in events:
+                        yield event
+            yield assembly.finish(self.name)
+        except Exception as exc:
+            error = classify_error(exc, model=self.name, secrets=self._secrets)
+            if error is None:
+                raise
+            raise error from None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+class _Assembly:
+    """Accumulates streamed deltas into the final AssistantMessage."""
+
+    def __init__(self, reasoning_fields: Sequence[str]) -> None:
+        self.reasoning_fields = tuple(reasoning_fields)
+        self.segments: list[list[str]] = []  # [kind, text] in stream order
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+
+    async def feed(self, chunks: AsyncIterator[Any]) -> AsyncGenerator[ModelEvent, None]:
+        async for chunk in chunks:
+            if getattr(chunk, "usage", None) is not None:
+                self._read_usage(chunk.usage)
+            for choice in chunk.choices or []:
+                if choice.finish_reason:
+                    self.finish_reason = choice.finish_reason
+                delta = choice.delta
+                if delta is None:
+                    continue
+                for text in self._reasoning(delta):
+                    self._append("thinking", text)
+                    yield ThinkingChunk(text)
+                for content in (delta.content, getattr(delta, "refusal", None)):
+                    if isinstance(content, str) and content:
+                        self._append("text", content)
+                        yield TextChunk(content)
+                for call_delta in delta.tool_calls or []:
+                    announced = self._merge_call(call_delta)
+                    if announced is not None:
+                        yield announced
+
+    def finish(self, label: str) -> ResponseDone:
+        if self.finish_reason is None:
+            # Servers always close a complete stream with a finish_reason; its absence means a cut.
+            raise ModelError(ErrorKind.CONNECTION, "the stream ended before the response was complete", model=label)
+        parts: list[TextPart | ThinkingPart | ToolCallPart] = [
+            ThinkingPart(text=text) if kind == "thinking" else TextPart(text=text) for kind, text in self.segments
+        ]
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            arguments, invalid = parse_arguments("".join(call["arguments"]))
+            parts.append(
+                ToolCallPart(id=call["id"] or f"call_{index}", name=call["name"], arguments=arguments, invalid_arguments=invalid)
+            )
+        reason = _FINISH.get(self.finish_reason, "stop")
+        if self.calls and reason == "stop":
+            # Some servers say "stop" even when the step ended in tool calls.
+            reason = "tool_calls"
+        message = AssistantMessage(parts=parts, model=label)
+        return ResponseDone(message=message, finish_reason=reason, usage=self.usage)
+
+    def _reasoning(self, delta: Any) -> list[str]:
+        extra = getattr(delta, "model_extra", None) or {}
+        found = []
+        for field in self.reasoning_fields:
+            value = getattr(delta, field, None) if field in type(delta).model_fields else extra.get(field)
+            if isinstance(value, str) and value:
+                found.append(value)
+        return found
+
+    def _append(self, kind: str, text: str) -> None:
+        if self.segments and self.segments[-1][0] == kind:
+            self.segments[-1][1] += text
+        else:
+            self.segments.append([kind, text])
+
+    def _merge_call(self, delta: Any) -> ToolCallChunk | None:
+        index = delta.index if delta.index is not None else len(self.calls)
+        call = self.calls.setdefault(index, {"id": None, "name": "", "arguments": [], "announced": False})
+        if delta.id:
+            call["id"] = delta.id
+        function = delta.function
+        if function is not None:
+            if function.name:
+                call["name"] = call["name"] or function.name
+            if function.arguments:
+                call["arguments"].append(function.arguments)
+        if not call["announced"] and call["id"] and call["name"]:
+            call["announced"] = True
+            return ToolCallChunk(id=call["id"], name=call["name"])
+        return None
+
+    def _read_usage(self, usage: Any) -> None:
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        # input_tokens is the whole prompt, cached part included (as OpenAI reports it).
+        self.usage = Usage(
+            input_tokens=usage.prompt_tokens or 0,
+            output_tokens=usage.completion_tokens or 0,
+            cache_read_tokens=cached or 0,
+        )
+
+
+def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """Our typed history as chat-completions messages (thinking is never sent back)."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    ephemeral_at = last_user_index(request.messages) if request.ephemeral else None
+    for i, message in enumerate(request.messages):
+        if isinstance(message, UserMessage):
+            extra = request.ephemeral if i == ephemeral_at else None
+            out.append({"role": "user", "content": _user_content(message, extra)})
+        elif isinstance(message, AssistantMessage):
+            entry = _assistant_entry(message)
+            if entry is not None:
+                out.append(entry)
+        elif isinstance(message, ToolResultMessage):
+            out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
+    if request.ephemeral and ephemeral_at is None:
+        out.append({"role": "user", "content": request.ephemeral})
+    return out
+
+
+def _user_content(message: UserMessage, ephemeral: str | None) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in message.parts):
+        text = message.text
+        return f"{text}\n\n{ephemeral}" if ephemeral else text
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ImagePart):
+            url = f"data:{part.media_type};base64,{part.data}"
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            content.append({"type": "text", "text": part.text})
+    if ephemeral:
+        content.append({"type": "text", "text": ephemeral})
+    return content
+
+
+def _assistant_entry(message: AssistantMessage) -> dict[str, Any] | None:
+    text = message.text
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            # Invalid arguments go back as {} so strict servers don't reject the whole history.
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for call in message.tool_calls
+    ]
+    if not text and not calls:
+        return None  # an interrupted step with nothing said; some servers reject empty turns
+    entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
+
+
+def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs in the chat-completions ``tools`` format."""
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]

@@ -1,0 +1,47 @@
+"""Sending updates and permission requests with the exact shape editors rely on.
+
+The SDK drops every ``None`` field when it serialises. ACP editors rely on ``"oldText": null``
+to show a diff as a new file, so diffs are patched back in before sending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["request_permission", "send_update"]
+
+
+def _with_null_old_text(payload: Any) -> Any:
+    if isinstance(payload, dict):
+        if payload.get("type") == "diff" and "newText" in payload and "oldText" not in payload:
+            payload["oldText"] = None
+        for value in payload.values():
+            _with_null_old_text(value)
+    elif isinstance(payload, list):
+        for value in payload:
+            _with_null_old_text(value)
+    return payload
+
+
+def _raw(conn: Any) -> Any:
+    # AgentSideConnection keeps its JSON-RPC connection here; it sends dicts as they are.
+    return conn._conn
+
+
+async def send_update(conn: Any, session_id: str, update: Any) -> None:
+    """``session/update`` with ``update`` (an SDK model)."""
+    from acp.schema import SessionNotification
+    from acp.utils import serialize_params
+
+    params = serialize_params(SessionNotification(session_id=session_id, update=update))
+    await _raw(conn).send_notification("session/update", _with_null_old_text(params))
+
+
+async def request_permission(conn: Any, session_id: str, tool_call: Any, options: list) -> Any:
+    """``session/request_permission``; returns the SDK's RequestPermissionResponse."""
+    from acp.schema import RequestPermissionRequest, RequestPermissionResponse
+    from acp.utils import serialize_params
+
+    params = serialize_params(RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options))
+    result = await _raw(conn).send_request("session/request_permission", _with_null_old_text(params))
+    return RequestPermissionResponse.model_validate(result)
