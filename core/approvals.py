@@ -256,15 +256,16 @@ class ApprovalBroker:
     async def answer(self, approval_id: str, decision: Decision, *, by: str, status: str | None = None) -> bool:
         """Answer a pending question. Returns False when another answer got there first."""
         request = self._pending.get(approval_id)
+        open_here = request is not None and request.future is not None and not request.future.done()
         status = status or ("allowed" if decision.allowed else "denied")
         if self._store is not None:
             try:
                 won = await self._store.resolve_approval(approval_id, status, by)
             except Exception:  # the store must never leave a question hanging
                 log.exception("could not record approval %s", approval_id)
-                won = request is not None
+                won = open_here
         else:
-            won = request is not None
+            won = open_here
         if won and request is not None and request.future is not None and not request.future.done():
             request.future.set_result(decision)
         return won

@@ -12,7 +12,7 @@ from tests.fakes.openai_server import ScriptedOpenAIServer
 def _acpx() -> str:
     schema_path()  # installs the npm test clients when they are missing
     path = ROOT / "node_modules/.bin/acpx"
-    assert path.exists(), "acpx is missing: run 'npm ci' in the repository root"
+    assert path.exists(), "acpx is missing: run 'npm install' in the repository root"
     return str(path)
 
 
