@@ -12,6 +12,7 @@ import enum
 import fnmatch
 import logging
 import os
+import re
 import shlex
 import uuid
 from dataclasses import dataclass, field
@@ -99,24 +100,10 @@ _SECRET_PATTERNS = (
 _SECRET_DIRS = {".ssh", ".gnupg", ".aws", ".kube", ".docker"}
 
 # Commands no approval unlocks: they destroy a machine, not a project.
-_HARD_REFUSE = (
-    "rm -rf /",
-    "rm -rf /*",
-    "rm -rf ~",
-    "rm -rf ~/",
-    "rm -rf $HOME",
-    "mkfs",
-    ":(){",
-    "dd of=/dev/sd",
-    "dd of=/dev/nvme",
-    "> /dev/sda",
-    "chmod -R 777 /",
-    "shutdown",
-    "reboot",
-    "halt",
-    "poweroff",
-)
-
+_REFUSED_PROGRAMS = {"shutdown", "reboot", "halt", "poweroff", "mkfs", "fdisk", "mkswap"}
+_REFUSED_FRAGMENTS = (":(){", "of=/dev/sd", "of=/dev/nvme", "of=/dev/disk", "> /dev/sd", "chmod -R 777 /")
+_PRECOMMANDS = {"sudo", "doas", "env", "nohup", "nice", "time", "command", "exec"}
+_ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "${HOME}", "$HOME/", "/home", "/usr", "/etc", "/var"}
 
 def is_secret_path(path: Path) -> bool:
     """True for files that commonly hold credentials (.env, keys, ~/.ssh ...)."""
@@ -149,16 +136,32 @@ def command_program(command: str) -> str:
 
 
 def hard_refused(command: str) -> str | None:
-    """The rule a command breaks that no approval unlocks, if any."""
+    """The rule a command breaks that no approval unlocks, if any.
+
+    Each segment of the line (split at ``;``, ``&&``, ``||``, pipes and substitutions) is
+    checked on its own, so ``echo shutdown`` is fine and ``make && sudo shutdown`` is not.
+    """
     normalised = " ".join(command.split())
-    for rule in _HARD_REFUSE:
-        if rule in normalised:
-            # "rm -rf /tmp/x" must not match "rm -rf /": the rule must end the word.
-            idx = normalised.find(rule)
-            after = normalised[idx + len(rule) : idx + len(rule) + 1]
-            if rule.endswith("/") and after not in ("", " ", ";", "&", "|", "*"):
-                continue
-            return rule
+    for fragment in _REFUSED_FRAGMENTS:
+        if fragment in normalised:
+            return fragment
+    for segment in re.split(r"&&|\|\||;|\||\$\(|`|\n", command):
+        try:
+            words = shlex.split(segment, posix=True)
+        except ValueError:
+            words = segment.split()
+        while words and (words[0] in _PRECOMMANDS or ("=" in words[0] and words[0].split("=", 1)[0].isidentifier())):
+            words = words[1:]
+        if not words:
+            continue
+        program = os.path.basename(words[0])
+        if program in _REFUSED_PROGRAMS or program.startswith("mkfs."):
+            return program
+        if program == "rm":
+            flags = "".join(w.lstrip("-") for w in words[1:] if w.startswith("-") and not w.startswith("--"))
+            recursive = "r" in flags.lower() or "--recursive" in words
+            if recursive and any(w in _ROOT_TARGETS for w in words[1:] if not w.startswith("-")):
+                return "rm -r on / or a home directory"
     return None
 
 
