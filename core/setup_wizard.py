@@ -5,12 +5,13 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from core.config import PROFILES, ConfigError, config_path, load_config
 
-__all__ = ["render_config", "run_setup"]
+__all__ = ["read_secret", "render_config", "run_setup"]
 
 _CHOICES = [
     ("openai", "OpenAI", "gpt-4.1-mini"),
@@ -44,8 +45,38 @@ def render_config(provider: str, model: str, api_key: str | None, base_url: str 
     return "\n".join(lines) + "\n"
 
 
-def run_setup(ask: Callable[[str], str] = input, ask_secret: Callable[[str], str] = getpass.getpass, out=print) -> int:
+def read_secret(prompt: str) -> str:
+    """A secret from the terminal without echo; from stdin when stdin is not a terminal.
+
+    getpass reads /dev/tty, not stdin, so a script or test piping its answers would hang or
+    be skipped; piped input is never echoed anyway.
+    """
+    if sys.stdin is not None and sys.stdin.isatty():
+        return getpass.getpass(prompt)
+    return input(prompt)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by the owner only, also when the file already existed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # O_CREAT's mode only applies to a new file
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def run_setup(ask: Callable[[str], str] = input, ask_secret: Callable[[str], str] = read_secret, out=print) -> int:
     """Ask, write config.toml (mode 0600, keeping a backup of any old one) and validate it."""
+    try:
+        return _run_setup(ask, ask_secret, out)
+    except EOFError:
+        out("\nThe input ended before set-up was complete; nothing was written.")
+        return 2
+    except KeyboardInterrupt:
+        out("\nSet-up cancelled; nothing was written.")
+        return 130
+
+
+def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out) -> int:
     path = config_path()
     out(f"Setting up hermes-editor. The configuration will be written to {path}.")
     for number, (_, label, _) in enumerate(_CHOICES, 1):
@@ -79,12 +110,9 @@ def run_setup(ask: Callable[[str], str] = input, ask_secret: Callable[[str], str
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         backup = path.with_suffix(".toml.bak")
-        backup.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-        os.chmod(backup, 0o600)
+        _write_private(backup, path.read_text(encoding="utf-8"))
         out(f"The previous configuration was kept as {backup}.")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    _write_private(path, text)
     try:
         config = load_config(Path(path))
         config.model_ref()

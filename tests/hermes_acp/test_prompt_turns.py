@@ -265,3 +265,41 @@ async def test_max_steps_ends_with_max_turn_requests(hermes_home, project):
     # Every tool call reached a final status.
     for call_id in ("c0", "c1", "c2"):
         assert client.tool_updates(call_id)[-1].status == "completed"
+
+
+async def test_without_client_fs_writes_go_to_disk(hermes_home, project):
+    script = [_tool_call("edit_file", {"path": "app.py", "old_string": "'hi'", "new_string": "'hey'"}), {"text": "done"}]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once", fs=False)
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = await _session(conn, project)
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("say hey")])
+    assert client.reads == [] and client.writes == []
+    assert (project / "app.py").read_text() == "def greet():\n    return 'hey'\n"
+
+
+async def test_anthropic_provider_end_to_end(hermes_home, project):
+    from tests.fakes.anthropic_server import ScriptedAnthropicServer
+
+    script = [
+        {"thinking": "Look at the file first.", "signature": "sig-1", "tool_calls": [{"id": "toolu_1", "name": "read_file", "arguments": {"path": "app.py"}}]},
+        {"text": "greet() returns 'hi'."},
+    ]
+    with ScriptedAnthropicServer(script) as server:
+        env = agent_env(hermes_home, None, extra={
+            "ANTHROPIC_BASE_URL": server.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+            "HERMES_MODEL": "anthropic:claude-scripted",
+        })
+        client = Client()
+        async with running_agent(client, env) as (conn, _, _):
+            sid = await _session(conn, project)
+            response = await conn.prompt(session_id=sid, prompt=[acp.text_block("what does greet return?")])
+    assert response.stop_reason == "end_turn"
+    assert client.text() == "greet() returns 'hi'."
+    assert client.tool_updates("toolu_1")[-1].status == "completed"
+    second = server.requests[1].get("body", server.requests[1])
+    # The signed thinking block goes back unchanged with the tool result; the prefix is cached.
+    assistant = [m for m in second["messages"] if m["role"] == "assistant"][0]
+    assert assistant["content"][0] == {"type": "thinking", "thinking": "Look at the file first.", "signature": "sig-1"}
+    assert second["system"][-1]["cache_control"] == {"type": "ephemeral"}

@@ -1,0 +1,150 @@
+"""``hermes-editor``: the admin CLI. Set-up, doctor, a live demo, and the session history.
+
+Subcommands import what they need when they run, so ``--help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hermes-editor")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hermes-editor",
+        description="Admin CLI for hermes-editor, the agent your editor talks to over ACP (hermes-acp).",
+    )
+    parser.add_argument("--version", action="version", version=f"hermes-editor {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    commands.add_parser("setup", help="choose a provider, key and model; write config.toml")
+
+    doctor = commands.add_parser("doctor", help="check the installation, configuration, model and store")
+    doctor.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the model (default 30)")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run a real ACP session against hermes-acp in a throwaway project",
+        description="Spawn hermes-acp and drive one real ACP session in a throwaway Python project. "
+        "Uses your configured model, or a bundled scripted model on 127.0.0.1 when none is configured.",
+    )
+    demo.add_argument("--interactive", action="store_true", help="ask y/n for each approval instead of approving")
+    demo.add_argument("--keep", action="store_true", help="keep the throwaway project and print its path")
+    demo.add_argument("--scripted", action="store_true", help="use the bundled scripted model even if a model is configured")
+    demo.add_argument("--timeout", type=float, default=600.0, help="seconds the turn may take (default 600)")
+
+    sessions = commands.add_parser("sessions", help="list recent sessions")
+    sessions.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+
+    search = commands.add_parser("search", help="full-text search over past sessions")
+    search.add_argument("query", nargs="+", help="words that must all occur")
+    search.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # ✓ and ✗ must not crash a terminal with a narrow encoding.
+        sys.stdout.reconfigure(errors="replace")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "setup":
+            from core.setup_wizard import run_setup
+
+            return run_setup()
+        if args.command == "doctor":
+            from hermes_cli.doctor import run_doctor
+
+            return run_doctor(timeout=args.timeout)
+        if args.command == "demo":
+            from hermes_cli.demo import run_demo
+
+            return run_demo(interactive=args.interactive, keep=args.keep, scripted=args.scripted, timeout=args.timeout)
+        if args.command == "sessions":
+            return asyncio.run(_sessions(args.limit))
+        if args.command == "search":
+            return asyncio.run(_search(" ".join(args.query), args.limit))
+    except KeyboardInterrupt:
+        print("\nInterrupted.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, and keep the exit-time flush from failing too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    parser.print_help()
+    return 2
+
+
+def _store_path() -> Path | None:
+    """``state.db`` in the state home, or None when nothing has been stored yet."""
+    from core.config import home
+
+    path = home() / "state.db"
+    return path if path.exists() else None
+
+
+def _when(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+def _short_path(path: str) -> str:
+    user = str(Path.home())
+    return "~" + path[len(user) :] if path == user or path.startswith(user + "/") else path
+
+
+async def _sessions(limit: int) -> int:
+    from core.store import SessionStore
+
+    path = _store_path()
+    if path is None:
+        print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
+        return 0
+    async with SessionStore.open(path) as store:
+        records = await store.list_sessions(limit=max(1, limit))
+    if not records:
+        print("No sessions yet.")
+        return 0
+    for record in records:
+        title = record.title or "(untitled)"
+        print(f"{record.id}  {_when(record.updated_at)}  {record.surface:<4}  {title}")
+        print(f"{'':34}{_short_path(record.cwd)}")
+    return 0
+
+
+async def _search(query: str, limit: int) -> int:
+    from core.store import SessionStore
+
+    path = _store_path()
+    if path is None:
+        print("Nothing to search yet: no sessions have been stored.")
+        return 1
+    async with SessionStore.open(path) as store:
+        hits = await store.search(query, limit=max(1, limit))
+    if not hits:
+        print(f"No matches for {query!r}.")
+        return 1
+    for hit in hits:
+        print(f"{hit.session_id}  {_when(hit.created_at)}  {hit.session_title or '(untitled)'}")
+        print(f"    {hit.role}: {' '.join(hit.snippet.split())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

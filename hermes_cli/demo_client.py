@@ -1,0 +1,242 @@
+"""The demo's editor stand-in: an ACP client that prints the session as a person would read it.
+
+It offers the file system (reads and writes confined to the throwaway project) but no
+terminal, so commands run in hermes-acp's local host and their output arrives with the
+finished tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["Console", "DemoClient"]
+
+MAX_OUTPUT_LINES = 30
+
+
+class Console:
+    """Line-oriented output that streamed text can interleave with, colored on a terminal."""
+
+    _CODES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        isatty = getattr(stream, "isatty", lambda: False)
+        self.color = bool(isatty()) and "NO_COLOR" not in os.environ
+        self._mid_line = False
+
+    def style(self, text: str, *styles: str) -> str:
+        if not self.color or not styles:
+            return text
+        codes = ";".join(self._CODES[s] for s in styles)
+        return f"\033[{codes}m{text}\033[0m"
+
+    def write(self, text: str) -> None:
+        """Streamed text, as it arrives."""
+        if text:
+            self.stream.write(text)
+            self.stream.flush()
+            self._mid_line = not text.endswith("\n")
+
+    def ask(self, prompt: str) -> str:
+        """A line typed at the terminal ("" at end of input)."""
+        self.write(prompt)
+        try:
+            answer = input()
+        except EOFError:
+            answer = ""
+        # A terminal echoed the user's newline; piped input did not.
+        self._mid_line = not (sys.stdin is not None and sys.stdin.isatty())
+        return answer
+
+    def line(self, text: str = "") -> None:
+        """A whole line, starting on a fresh one."""
+        if self._mid_line:
+            self.stream.write("\n")
+            self._mid_line = False
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class DemoClient:
+    """Implements the client side of ACP for the demo: updates, permissions, file reads and writes."""
+
+    def __init__(self, console: Console, project: Path, *, interactive: bool = False) -> None:
+        self.console = console
+        self.project = project.resolve()
+        self._roots = sorted({str(project), str(self.project)}, key=len, reverse=True)
+        self.interactive = interactive
+        self.tools: dict[str, tuple[str, str]] = {}  # tool call id -> (title, kind)
+        self.approvals: list[str] = []  # "allow_once" / "reject_once", in order
+        self.failed_tools: list[str] = []
+        self._speaking = False
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    def capabilities(self):
+        from acp.schema import ClientCapabilities, FileSystemCapabilities
+
+        return ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False)
+
+    # -- what the agent shows --------------------------------------------------------------
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        kind = getattr(update, "session_update", None)
+        out = self.console
+        if kind == "agent_message_chunk":
+            text = getattr(update.content, "text", "")
+            if not self._speaking:
+                text = text.lstrip("\n")
+                if not text:
+                    return
+                out.line()
+                out.write(out.style("Hermes: ", "bold"))
+                self._speaking = True
+            out.write(text)
+            return
+        if kind not in ("tool_call", "tool_call_update", "plan"):
+            return  # thoughts, usage and the rest are not part of the demo's story
+        self._speaking = False
+        if kind == "plan":
+            out.line(out.style("  Plan:", "dim"))
+            for entry in update.entries:
+                out.line(out.style(f"    [{entry.status}] {entry.content}", "dim"))
+            return
+        call_id = update.tool_call_id
+        if kind == "tool_call":
+            title = self.relative(update.title or "tool")
+            self.tools[call_id] = (title, update.kind or "other")
+            status = f"({update.kind or 'other'}, {update.status or 'pending'})"
+            out.line(f"  {out.style('⚙', 'cyan')} {title} {out.style(status, 'dim')}")
+            return
+        title, tool_kind = self.tools.get(call_id, ("tool", "other"))
+        if update.title:
+            title = self.relative(update.title)
+            self.tools[call_id] = (title, tool_kind)
+        if update.status == "completed":
+            out.line(f"  {out.style('✓', 'green')} {title} {out.style('(completed)', 'dim')}")
+            if tool_kind == "execute":
+                self._show_output(_output_of(update))
+        elif update.status == "failed":
+            self.failed_tools.append(title)
+            out.line(f"  {out.style('✗', 'red')} {title} {out.style('(failed)', 'red')}")
+            self._show_output(_output_of(update), limit=12 if tool_kind == "execute" else 4)
+
+    def _show_output(self, text: str, limit: int = MAX_OUTPUT_LINES) -> None:
+        lines = text.rstrip("\n").splitlines()
+        for line in lines[:limit]:
+            self.console.line(self.console.style(f"      │ {line}", "dim"))
+        if len(lines) > limit:
+            self.console.line(self.console.style(f"      │ … {len(lines) - limit} more lines", "dim"))
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def request_permission(self, options: list, session_id: str, tool_call: Any, **_: Any):
+        from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+        out = self.console
+        self._speaking = False
+        out.line(f"  {out.style('?', 'yellow')} {out.style('Permission needed:', 'yellow')} {self.relative(tool_call.title or 'a tool call')}")
+        for item in tool_call.content or []:
+            if getattr(item, "type", None) == "diff":
+                self._show_diff(item.path, item.old_text, item.new_text)
+            elif getattr(item, "type", None) == "content":
+                self._show_request_text(getattr(item.content, "text", ""))
+        allow = self._choose(options, "allow_once")
+        reject = self._choose(options, "reject_once")
+        if self.interactive:
+            answer = await asyncio.to_thread(out.ask, "    Allow? [y/N] ")
+            allowed = answer.strip().lower() in ("y", "yes")
+        else:
+            allowed = True
+        chosen = allow if allowed else reject
+        if chosen is None:
+            out.line(out.style("    → cancelled (no matching option)", "red"))
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        self.approvals.append("allow_once" if allowed else "reject_once")
+        out.line(out.style("    → approved (allow once)", "green") if allowed else out.style("    → rejected", "red"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
+
+    @staticmethod
+    def _choose(options: list, kind: str) -> str | None:
+        for option in options:
+            if option.kind == kind:
+                return option.option_id
+        return None
+
+    def _show_diff(self, path: str, old: str | None, new: str) -> None:
+        rel = self.relative(path)
+        before = (old or "").splitlines(keepends=True)
+        after = new.splitlines(keepends=True)
+        lines = difflib.unified_diff(before, after, "/dev/null" if old is None else f"a/{rel}", f"b/{rel}", n=2)
+        for line in lines:
+            line = line.rstrip("\n")
+            color = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else None
+            if line.startswith(("+++", "---")):
+                color = "bold"
+            self.console.line("      " + (self.console.style(line, color) if color else line))
+
+    def _show_request_text(self, text: str) -> None:
+        body = text.strip()
+        if body.startswith("```"):
+            # A command, sent fenced for editors that render Markdown.
+            inner = body.split("\n", 1)[1] if "\n" in body else ""
+            for line in inner.rsplit("```", 1)[0].strip().splitlines():
+                self.console.line(f"      $ {line}")
+        elif body:
+            self.console.line(self.console.style(f"      {self.relative(body)}", "dim"))
+
+    # -- the file system, confined to the project -------------------------------------------
+
+    def _inside(self, path: str) -> Path:
+        import acp
+
+        resolved = Path(path).resolve()
+        if resolved != self.project and self.project not in resolved.parents:
+            raise acp.RequestError.invalid_params({"path": f"{path} is outside the demo project"})
+        return resolved
+
+    async def read_text_file(self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **_: Any):
+        import acp
+        from acp.schema import ReadTextFileResponse
+
+        target = self._inside(path)
+        try:
+            text = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise acp.RequestError.resource_not_found(path) from None
+        if line is not None or limit is not None:
+            lines = text.splitlines(keepends=True)
+            start = max((line or 1) - 1, 0)
+            text = "".join(lines[start : start + limit] if limit is not None else lines[start:])
+        return ReadTextFileResponse(content=text)
+
+    async def write_text_file(self, content: str, path: str, session_id: str, **_: Any):
+        from acp.schema import WriteTextFileResponse
+
+        target = self._inside(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return WriteTextFileResponse()
+
+    def relative(self, text: str) -> str:
+        """Paths inside the project, shown relative to it."""
+        for root in self._roots:
+            text = text.replace(root + os.sep, "")
+        return text
+
+
+def _output_of(update: Any) -> str:
+    raw = update.raw_output
+    if isinstance(raw, dict) and isinstance(raw.get("output"), str):
+        return raw["output"]
+    if isinstance(raw, str):
+        return raw
+    texts = [getattr(c.content, "text", "") for c in update.content or [] if getattr(c, "type", None) == "content"]
+    return "\n".join(t for t in texts if t)

@@ -1,0 +1,1 @@
+"""The messaging gateway surface (Telegram, cron): not yet available; ``hermes-gateway`` says so and exits."""
