@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -294,7 +293,3 @@ def tool_title(found: Tool | None, name: str, args: dict) -> str:
         return found.title(found.args_model.model_validate(args))
     except Exception:
         return name
-
-
-def dumps_args(args: dict) -> str:
-    return json.dumps(args, ensure_ascii=False)

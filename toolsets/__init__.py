@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from core.tools import Tool
 
-__all__ = ["ALL_TOOLS", "toolset"]
+__all__ = ["all_tools", "toolset"]
 
 
-def _all_tools() -> list[Tool]:
+def all_tools() -> list[Tool]:
+    """Every tool of every toolset."""
     from toolsets import editor
 
     return [getattr(editor, name) for name in editor.__all__]
@@ -15,10 +16,8 @@ def _all_tools() -> list[Tool]:
 
 def toolset(name: str) -> list[Tool]:
     """The tools of one toolset, in a stable order (the prompt prefix depends on it)."""
-    tools = [t for t in _all_tools() if name in t.toolsets]
+    tools = [t for t in all_tools() if name in t.toolsets]
     if not tools:
         raise KeyError(f"no toolset named {name!r}")
     return tools
 
-
-ALL_TOOLS = _all_tools

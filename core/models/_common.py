@@ -11,13 +11,15 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import aclosing
+from typing import Any
 
 from core.config import ModelRef
 from core.messages import Message, UserMessage
-from core.models.base import ErrorKind, ModelError
+from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest
 
-__all__ = ["api_key", "classify_error", "last_user_index", "parse_arguments", "redact"]
+__all__ = ["SdkModel", "api_key", "classify_error", "last_user_index", "parse_arguments", "redact"]
 
 _CONTEXT_WORDS = re.compile(
     r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
@@ -174,3 +176,64 @@ def last_user_index(messages: list[Message]) -> int | None:
         if isinstance(messages[i], UserMessage):
             return i
     return None
+
+
+class SdkModel:
+    """The shape both adapters share: a lazy SDK client, one stream wrapper, classified errors.
+
+    A subclass names its SDK client class (``_client_class``), opens the streaming response
+    (``_open``) and gives the assembler that turns raw events into model events.
+    """
+
+    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = ()) -> None:
+        self.ref = ref
+        self.name = ref.label
+        self.profile = ref.config.resolved_profile(ref.provider)
+        self.base_url = ref.config.base_url or self.profile.base_url
+        self._secrets = list(secrets)
+        self._client: Any = None
+
+    def _client_class(self) -> Any:
+        raise NotImplementedError
+
+    async def _open(self, client: Any, request: ModelRequest) -> Any:
+        raise NotImplementedError
+
+    def _assembly(self) -> Any:
+        raise NotImplementedError
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            key = api_key(self.ref)
+            self._secrets.append(key)
+            # Retries belong to ResilientModel, which can tell the user and fall back.
+            self._client = self._client_class()(
+                api_key=key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.ref.config.timeout,
+                default_headers=dict(self.profile.extra_headers) or None,
+            )
+        return self._client
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one step: text, thinking and tool-call chunks, then one ResponseDone."""
+        try:
+            response = await self._open(self._get_client(), request)
+            async with response:
+                assembly = self._assembly()
+                async with aclosing(assembly.feed(response)) as events:
+                    async for event in events:
+                        yield event
+            yield assembly.finish(self.name)
+        except Exception as exc:
+            error = classify_error(exc, model=self.name, secrets=self._secrets)
+            if error is None:
+                raise
+            raise error from None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

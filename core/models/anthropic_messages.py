@@ -6,12 +6,10 @@ The ``anthropic`` SDK is imported on first use, never at import time.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from core.config import ModelRef
 from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
-from core.models._common import api_key, classify_error, last_user_index, parse_arguments
+from core.models._common import SdkModel, last_user_index, parse_arguments
 from core.models.base import (
     ErrorKind,
     ModelError,
@@ -42,32 +40,13 @@ _STOP = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel):
     """A Claude model behind the Anthropic Messages API."""
 
-    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = ()) -> None:
-        self.ref = ref
-        self.name = ref.label
-        self.profile = ref.config.resolved_profile(ref.provider)
-        self.base_url = ref.config.base_url or self.profile.base_url
-        self._secrets = list(secrets)
-        self._client: AsyncAnthropic | None = None
+    def _client_class(self) -> type[AsyncAnthropic]:
+        import anthropic  # lazy: the SDK costs hundreds of milliseconds to import
 
-    def _get_client(self) -> AsyncAnthropic:
-        if self._client is None:
-            import anthropic  # lazy: the SDK costs hundreds of milliseconds to import
-
-            key = api_key(self.ref)
-            self._secrets.append(key)
-            # Retries belong to ResilientModel, which can tell the user and fall back.
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self.ref.config.timeout,
-                default_headers=dict(self.profile.extra_headers) or None,
-            )
-        return self._client
+        return anthropic.AsyncAnthropic
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages request body for one step (without ``stream``)."""
@@ -82,28 +61,11 @@ class AnthropicModel:
             params["tools"] = anthropic_tools(request.tools)
         return params
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one step: text, thinking and tool-call chunks, then one ResponseDone."""
-        try:
-            client = self._get_client()
-            response = await client.messages.create(stream=True, **self.build_params(request))
-            async with response:
-                assembly = _Assembly()
-                async with aclosing(assembly.feed(response)) as events:
-                    async for event in events:
-                        yield event
-            yield assembly.finish(self.name)
-        except Exception as exc:
-            error = classify_error(exc, model=self.name, secrets=self._secrets)
-            if error is None:
-                raise
-            raise error from None
+    async def _open(self, client: AsyncAnthropic, request: ModelRequest) -> Any:
+        return await client.messages.create(stream=True, **self.build_params(request))
 
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    def _assembly(self) -> _Assembly:
+        return _Assembly()
 
 
 class _Assembly:

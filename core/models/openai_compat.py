@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from core.config import ModelRef
 from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
-from core.models._common import api_key, classify_error, last_user_index, parse_arguments
+from core.models._common import SdkModel, last_user_index, parse_arguments
 from core.models.base import (
     ErrorKind,
     ModelError,
@@ -43,32 +41,13 @@ _FINISH = {
 }
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
 
-    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = ()) -> None:
-        self.ref = ref
-        self.name = ref.label
-        self.profile = ref.config.resolved_profile(ref.provider)
-        self.base_url = ref.config.base_url or self.profile.base_url
-        self._secrets = list(secrets)
-        self._client: AsyncOpenAI | None = None
+    def _client_class(self) -> type[AsyncOpenAI]:
+        import openai  # lazy: the SDK costs hundreds of milliseconds to import
 
-    def _get_client(self) -> AsyncOpenAI:
-        if self._client is None:
-            import openai  # lazy: the SDK costs hundreds of milliseconds to import
-
-            key = api_key(self.ref)
-            self._secrets.append(key)
-            # Retries belong to ResilientModel, which can tell the user and fall back.
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self.ref.config.timeout,
-                default_headers=dict(self.profile.extra_headers) or None,
-            )
-        return self._client
+        return openai.AsyncOpenAI
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The chat-completions request body for one step (without ``stream``)."""
@@ -81,31 +60,14 @@ class OpenAIChatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one step: text, thinking and tool-call chunks, then one ResponseDone."""
-        try:
-            client = self._get_client()
-            params = self.build_params(request)
-            max_key = self.profile.max_tokens_param
-            extra_body = {max_key: params.pop(max_key)}
-            response = await client.chat.completions.create(stream=True, extra_body=extra_body, **params)
-            async with response:
-                assembly = _Assembly(self.profile.reasoning_fields)
-                async with aclosing(assembly.feed(response)) as events:
-                    async for event in events:
-                        yield event
-            yield assembly.finish(self.name)
-        except Exception as exc:
-            error = classify_error(exc, model=self.name, secrets=self._secrets)
-            if error is None:
-                raise
-            raise error from None
+    async def _open(self, client: AsyncOpenAI, request: ModelRequest) -> Any:
+        params = self.build_params(request)
+        max_key = self.profile.max_tokens_param
+        extra_body = {max_key: params.pop(max_key)}
+        return await client.chat.completions.create(stream=True, extra_body=extra_body, **params)
 
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    def _assembly(self) -> _Assembly:
+        return _Assembly(self.profile.reasoning_fields)
 
 
 class _Assembly:

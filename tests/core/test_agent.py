@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,7 @@ from core.approvals import ApprovalBroker
 from core.config import load_config
 from core.events import ToolFinished, ToolStarted, TurnEnded, UsageUpdated
 from core.host import LocalHost
-from core.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
 from core.models import build_model
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer

@@ -9,7 +9,7 @@ from pathlib import Path
 import acp
 import pytest
 
-from core.messages import AssistantMessage, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, UserMessage
 from core.store import SessionStore
 from tests.acp_harness import Client, agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
