@@ -96,7 +96,9 @@ class Agent:
     async def run_turn(self, session: Session, prompt: UserMessage) -> AsyncIterator[Event]:
         """Run one turn; yields events and always ends with ``TurnEnded``."""
         if session.turn is not None and not session.turn.done():
-            yield TurnEnded("end_turn", error="A turn is already running in this session; wait or cancel it.")
+            busy = "A turn is already running in this session; wait for it or cancel it."
+            yield Notice(busy, "error")
+            yield TurnEnded("end_turn", error=busy)
             return
         queue: asyncio.Queue[Event] = asyncio.Queue()
         session.turn = asyncio.create_task(self._turn(session, prompt, queue))

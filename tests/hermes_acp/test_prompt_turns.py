@@ -303,3 +303,22 @@ async def test_anthropic_provider_end_to_end(hermes_home, project):
     assistant = [m for m in second["messages"] if m["role"] == "assistant"][0]
     assert assistant["content"][0] == {"type": "thinking", "thinking": "Look at the file first.", "signature": "sig-1"}
     assert second["system"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_api_key_never_reaches_store_logs_or_user(hermes_home, project):
+    key = "sk-test-not-a-real-key-123456"  # what agent_env configures
+    script = [{"error": 500}, {"error": 401, "message": f"bad key {key}"}]
+    with ScriptedOpenAIServer(script) as server:
+        (hermes_home / "config.toml").write_text("log_level = \"debug\"\n[retry]\nbase_delay = 0\nmax_attempts = 2\n")
+        env = agent_env(hermes_home, server.base_url)
+        env.pop("HERMES_QUIET")
+        client = Client()
+        async with running_agent(client, env) as (conn, _, transcript):
+            sid = await _session(conn, project)
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("hello")])
+    assert "auth" in client.text()
+    everything = [str(m) for _, m in transcript.messages]
+    for path in [*hermes_home.glob("state.db*"), hermes_home / "stderr.log", *sorted((hermes_home / "logs").glob("*"))]:
+        everything.append(path.read_bytes().decode("utf-8", "replace"))
+    assert any("redacted" in text or "auth" in text for text in everything)
+    assert not [text for text in everything if key in text]
