@@ -1,0 +1,26 @@
+"""Each benchmark still runs and prints its figures as JSON (no timing is asserted)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "script, args, key",
+    [
+        ("acp_startup.py", ["--rounds", "1"], "first_session_ms"),
+        ("acp_cancel.py", ["--rounds", "1"], "cancel_during_command_ms"),
+        ("first_request.py", [], "bytes"),
+    ],
+)
+def test_benchmark_prints_its_figures(script, args, key):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert key in json.loads(proc.stdout)
