@@ -146,6 +146,11 @@ class ToolContext:
         await self._gate(action, title=f"Run `{command}`", command=command)
         self._command_approved = command
 
+    async def approve_call(self, title: str, detail: str = "") -> None:
+        """Ask before a call that changes something outside files and commands (e.g. an MCP tool)."""
+        action = Action(self._name, self._kind, False, ())
+        await self._gate(action, title=title, command=None, detail=detail or None)
+
     async def write_text(self, path: Path, content: str) -> None:
         """Write through the host; only paths approved in this call may be written."""
         if path not in self._approved:
@@ -166,7 +171,13 @@ class ToolContext:
         return self.tool.kind if self.tool else "other"
 
     async def _gate(
-        self, action: Action, *, title: str, diffs: list[FileDiff] | None = None, command: str | None = None
+        self,
+        action: Action,
+        *,
+        title: str,
+        diffs: list[FileDiff] | None = None,
+        command: str | None = None,
+        detail: str | None = None,
     ) -> None:
         verdict, reason = self.policy.decide(action)
         if verdict == "allow":
@@ -180,7 +191,7 @@ class ToolContext:
                 tool_name=action.tool,
                 tool_kind=action.kind,
                 title=title,
-                reason=reason,
+                reason=detail or reason,
                 diffs=list(diffs or []),
                 command=command,
                 paths=[str(p) for p in action.paths],
