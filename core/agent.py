@@ -12,6 +12,7 @@ from core.approvals import ApprovalBroker, ApprovalPolicy, Mode
 from core.events import (
     Event,
     Notice,
+    TitleChanged,
     TextDelta,
     ThoughtDelta,
     ToolFinished,
@@ -20,7 +21,7 @@ from core.events import (
     UsageUpdated,
 )
 from core.host import Host
-from core.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage
 from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, Usage
 from core.prompt import system_prompt
 from core.tools import Tool, ToolContext, run_tool, tool_locations, tool_title
@@ -30,6 +31,11 @@ __all__ = ["Agent", "Session"]
 log = logging.getLogger(__name__)
 
 _FINISH_TO_STOP = {"length": "max_tokens", "refusal": "refusal"}
+_COMPACT_PROMPT = (
+    "Summarise this conversation so far for your own later use: the user's goals, decisions made, "
+    "files changed and why, commands run and their results, and what is left to do. Be concise and "
+    "specific (paths, names, numbers). Reply with the summary only."
+)
 
 
 @dataclass(slots=True)
@@ -46,6 +52,16 @@ class Session:
     usage: Usage = field(default_factory=Usage)
     title: str | None = None
     turn: asyncio.Task | None = None
+    # The model for this session when it differs from the agent's default (the model picker).
+    model: Model | None = None
+    reasoning_effort: str | None = None
+    context_window: int = 0
+    # Prompts that arrive while a turn runs wait here, in order.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Bumped by cancel: prompts queued before a cancel end as cancelled too.
+    cancels: int = 0
+    # Extra tools for this session only (e.g. from MCP servers the editor passed in).
+    extra_tools: dict[str, Tool] = field(default_factory=dict)
 
 
 class Agent:
@@ -85,7 +101,20 @@ class Agent:
         history = [m.message for m in await self.store.messages(session_id)]
         session = await self._attach(record.id, (cwd or Path(record.cwd)).resolve(), host, None, mode, history)
         session.title = record.title
+        session.usage = Usage(record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.cost_usd)
         return session
+
+    async def fork_session(self, source_id: str, host: Host, *, cwd: Path, mode: Mode = "ask") -> Session | None:
+        """A new session that starts with a copy of another's history; None when it does not exist."""
+        source = await self.store.get_session(source_id)
+        if source is None:
+            return None
+        title = f"{source.title} (fork)" if source.title else None
+        record = await self.store.create_session(
+            cwd=str(cwd.resolve()), surface=self.surface, model=source.model, title=title, parent_id=source_id
+        )
+        await self.store.copy_messages(source_id, record.id)
+        return await self.open_session(record.id, host, cwd=cwd, mode=mode)
 
     async def _attach(self, sid, cwd, host, roots, mode, history) -> Session:
         roots = [r.resolve() for r in (roots or [cwd])]
@@ -94,34 +123,70 @@ class Agent:
         return Session(sid, cwd, roots, host, policy, system_prompt(cwd), history)
 
     async def run_turn(self, session: Session, prompt: UserMessage) -> AsyncIterator[Event]:
-        """Run one turn; yields events and always ends with ``TurnEnded``."""
-        if session.turn is not None and not session.turn.done():
-            busy = "A turn is already running in this session; wait for it or cancel it."
-            yield Notice(busy, "error")
-            yield TurnEnded("end_turn", error=busy)
-            return
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        session.turn = asyncio.create_task(self._turn(session, prompt, queue))
-        while True:
-            event = await queue.get()
-            yield event
-            if isinstance(event, TurnEnded):
-                break
-        await asyncio.shield(session.turn)
+        """Run one turn; yields events and always ends with ``TurnEnded``.
+
+        A prompt that arrives while another turn of the session runs waits for it (and says so).
+        """
+        generation = session.cancels
+        if session.lock.locked():
+            yield Notice("Queued: this message will be answered when the current turn ends.", "info")
+        async with session.lock:
+            if session.cancels != generation:  # cancelled while it waited
+                yield TurnEnded("cancelled")
+                return
+            queue: asyncio.Queue[Event] = asyncio.Queue()
+            session.turn = asyncio.create_task(self._turn(session, prompt, queue))
+            while True:
+                event = await queue.get()
+                yield event
+                if isinstance(event, TurnEnded):
+                    break
+            await asyncio.shield(session.turn)
 
     def cancel(self, session: Session) -> None:
-        """Stop the running turn: the model stream and any running tool stop at once."""
+        """Stop the running turn (model stream and tools at once) and every queued prompt."""
+        session.cancels += 1
         if session.turn is not None and not session.turn.done():
             session.turn.cancel()
+
+    async def compact(self, session: Session) -> str:
+        """Summarise the conversation so far; later requests start from the summary.
+
+        The full history stays in the store (and replays); only what is sent to the model shrinks.
+        """
+        history = repair_history(session.history)
+        if not any(isinstance(m, AssistantMessage) for m in history):
+            return ""
+        request = ModelRequest(
+            system=session.system,
+            messages=[*history, UserMessage.of(_COMPACT_PROMPT)],
+            max_tokens=min(self.max_tokens, 4096),
+        )
+        model = session.model or self.model
+        done: ResponseDone | None = None
+        async for event in model.stream(request):
+            if isinstance(event, ResponseDone):
+                done = event
+        if done is None or not done.message.text.strip():
+            raise ModelError(ErrorKind.BAD_RESPONSE, "the model returned no summary")
+        summary = SummaryMessage(text=done.message.text.strip(), model=model.name)
+        await self._append(session, summary)
+        session.usage.add(done.usage)
+        await self.store.add_usage(session.id, done.usage.input_tokens, done.usage.output_tokens, done.usage.cache_read_tokens, done.usage.cache_write_tokens, done.usage.cost_usd)
+        return summary.text
+
+    def tools_for(self, session: Session) -> dict[str, Tool]:
+        return {**self.tools, **session.extra_tools} if session.extra_tools else self.tools
 
     async def _turn(self, session: Session, prompt: UserMessage, queue: asyncio.Queue[Event]) -> None:
         emit = queue.put
         state = _TurnState()
         try:
             await self._append(session, prompt)
-            if session.title is None:
+            if session.title is None and prompt.text.strip():
                 session.title = _title_from(prompt.text)
                 await self.store.update_session(session.id, title=session.title)
+                await emit(TitleChanged(session.title))
             stop = "max_turn_requests"
             for _ in range(self.max_steps):
                 stop = await self._step(session, state, emit)
@@ -148,15 +213,18 @@ class Agent:
             await emit(TurnEnded("end_turn", error=text))
 
     async def _step(self, session: Session, state: _TurnState, emit) -> str | None:
+        tools = self.tools_for(session)
         request = ModelRequest(
             system=session.system,
             messages=repair_history(session.history),
-            tools=self._specs,
+            tools=self._specs if tools is self.tools else [t.spec() for t in tools.values()],
             max_tokens=self.max_tokens,
+            reasoning_effort=session.reasoning_effort,
         )
         state.partial = []
         done: ResponseDone | None = None
-        async for event in self.model.stream(request):
+        model = session.model or self.model
+        async for event in model.stream(request):
             if isinstance(event, TextChunk):
                 state.partial.append(event.text)
                 await emit(TextDelta(event.text))
@@ -189,7 +257,7 @@ class Agent:
             done.usage.cost_usd,
         )
         context = done.usage.input_tokens + done.usage.cache_read_tokens + done.usage.cache_write_tokens
-        await emit(UsageUpdated(done.usage, session.usage, context + done.usage.output_tokens))
+        await emit(UsageUpdated(done.usage, session.usage, context + done.usage.output_tokens, session.context_window))
         calls = message.tool_calls
         if not calls:
             return _FINISH_TO_STOP.get(done.finish_reason, "end_turn")
@@ -198,9 +266,10 @@ class Agent:
 
     async def _execute(self, session: Session, calls, state: _TurnState, emit) -> None:
         contexts = {}
+        tools = self.tools_for(session)
         for call in calls:
             ctx = self._context(session, emit)
-            found = self.tools.get(call.name)
+            found = tools.get(call.name)
             contexts[call.id] = ctx
             state.open_calls[call.id] = call.name
             await emit(
@@ -215,7 +284,7 @@ class Agent:
             )
 
         async def one(call) -> None:
-            run = await run_tool(self.tools, call, contexts[call.id])
+            run = await run_tool(tools, call, contexts[call.id])
             await self._append(session, run.result)
             state.open_calls.pop(call.id, None)
             await emit(ToolFinished(call.id, "failed" if run.failed else "completed", run.content, run.result.content))
@@ -223,7 +292,7 @@ class Agent:
         # Consecutive read-only calls run together; anything that changes state runs alone, in order.
         batch = []
         for call in calls:
-            found = self.tools.get(call.name)
+            found = tools.get(call.name)
             if found is not None and found.read_only:
                 batch.append(call)
                 continue
@@ -259,7 +328,8 @@ class Agent:
             if state.partial:
                 text = "".join(state.partial)
                 state.partial = []
-                await self._append(session, AssistantMessage(parts=[TextPart(text=text)], model=self.model.name, interrupted=True))
+                model = (session.model or self.model).name
+                await self._append(session, AssistantMessage(parts=[TextPart(text=text)], model=model, interrupted=True))
             for call_id, name in list(state.open_calls.items()):
                 await self._append(
                     session, ToolResultMessage(tool_call_id=call_id, tool_name=name, content=reason, is_error=True)
@@ -295,6 +365,10 @@ def repair_history(history: list[Message]) -> list[Message]:
         pending.clear()
 
     for message in history:
+        if isinstance(message, SummaryMessage):
+            pending.clear()
+            out = [UserMessage.of(f"<summary of the conversation so far>\n{message.text}\n</summary>")]
+            continue
         if isinstance(message, ToolResultMessage):
             if message.tool_call_id in pending:
                 pending.pop(message.tool_call_id)

@@ -6,6 +6,7 @@ repr, log line or error message can carry them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass
@@ -52,6 +53,10 @@ class ProviderProfile:
     reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
     stream_usage: bool = True
     extra_headers: tuple[tuple[str, str], ...] = ()
+    # What the models behind it can do, by default (a provider entry can say otherwise).
+    context_window: int = 128_000
+    images: bool = False
+    reasoning_levels: tuple[str, ...] = ()
 
 
 PROFILES: dict[str, ProviderProfile] = {
@@ -60,20 +65,30 @@ PROFILES: dict[str, ProviderProfile] = {
         key_env="OPENAI_API_KEY",
         base_url_env="OPENAI_BASE_URL",
         max_tokens_param="max_completion_tokens",
+        images=True,
+        reasoning_levels=("low", "medium", "high"),
     ),
-    "anthropic": ProviderProfile(wire="anthropic", key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL"),
+    "anthropic": ProviderProfile(
+        wire="anthropic",
+        key_env="ANTHROPIC_API_KEY",
+        base_url_env="ANTHROPIC_BASE_URL",
+        context_window=200_000,
+        images=True,
+        reasoning_levels=("low", "medium", "high"),
+    ),
     "openrouter": ProviderProfile(
         wire="openai",
         base_url="https://openrouter.ai/api/v1",
         key_env="OPENROUTER_API_KEY",
         extra_headers=(("X-Title", "hermes-editor"),),
+        images=True,
     ),
-    "ollama": ProviderProfile(wire="openai", base_url="http://127.0.0.1:11434/v1", needs_key=False),
-    "lmstudio": ProviderProfile(wire="openai", base_url="http://127.0.0.1:1234/v1", needs_key=False),
-    "vllm": ProviderProfile(wire="openai", base_url="http://127.0.0.1:8000/v1", needs_key=False),
-    "llamacpp": ProviderProfile(wire="openai", base_url="http://127.0.0.1:8080/v1", needs_key=False),
+    "ollama": ProviderProfile(wire="openai", base_url="http://127.0.0.1:11434/v1", needs_key=False, context_window=32_768),
+    "lmstudio": ProviderProfile(wire="openai", base_url="http://127.0.0.1:1234/v1", needs_key=False, context_window=32_768),
+    "vllm": ProviderProfile(wire="openai", base_url="http://127.0.0.1:8000/v1", needs_key=False, context_window=32_768),
+    "llamacpp": ProviderProfile(wire="openai", base_url="http://127.0.0.1:8080/v1", needs_key=False, context_window=32_768),
     # Any other OpenAI-compatible endpoint: give base_url (and api_key if it needs one).
-    "openai-compatible": ProviderProfile(wire="openai", needs_key=False),
+    "openai-compatible": ProviderProfile(wire="openai", needs_key=False, context_window=32_768),
 }
 
 
@@ -88,9 +103,22 @@ class ProviderConfig(_Strict):
     api_key: SecretStr | None = None
     base_url: str | None = None
     timeout: float = Field(default=600.0, gt=0)
+    models: list[str] = Field(default_factory=list, description="models offered in the editor's model picker")
+    context_window: int | None = Field(default=None, gt=0, description="tokens; defaults by profile")
+    images: bool | None = Field(default=None, description="whether its models accept images; defaults by profile")
+    reasoning: bool | None = Field(default=None, description="whether its models take a reasoning effort")
 
     def resolved_profile(self, name: str) -> ProviderProfile:
-        return PROFILES.get(self.profile or name) or PROFILES["openai-compatible"]
+        """The quirk profile with this entry's overrides applied."""
+        base = PROFILES.get(self.profile or name) or PROFILES["openai-compatible"]
+        changes: dict = {}
+        if self.context_window is not None:
+            changes["context_window"] = self.context_window
+        if self.images is not None:
+            changes["images"] = self.images
+        if self.reasoning is not None:
+            changes["reasoning_levels"] = ("low", "medium", "high") if self.reasoning else ()
+        return dataclasses.replace(base, **changes) if changes else base
 
 
 class RetryConfig(_Strict):

@@ -20,6 +20,7 @@ __all__ = [
     "TextContent",
     "TextDelta",
     "ThoughtDelta",
+    "TitleChanged",
     "ToolContent",
     "ToolFinished",
     "ToolKind",
@@ -130,7 +131,16 @@ class UsageUpdated:
     step: Usage
     total: Usage
     context_tokens: int
+    context_window: int = 0
     kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class TitleChanged:
+    """The session got a title (after its first exchange)."""
+
+    title: str
+    kind: Literal["title"] = "title"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +168,7 @@ Event = Union[
     PlanUpdated,
     PermissionNeeded,
     UsageUpdated,
+    TitleChanged,
     Notice,
     TurnEnded,
 ]

@@ -15,6 +15,7 @@ __all__ = [
     "FileDiff",
     "ImagePart",
     "Message",
+    "SummaryMessage",
     "TextPart",
     "ThinkingPart",
     "ToolCallPart",
@@ -102,7 +103,17 @@ class ToolResultMessage(BaseModel):
     diffs: list[FileDiff] = Field(default_factory=list)
 
 
-Message = Annotated[Union[UserMessage, AssistantMessage, ToolResultMessage], Field(discriminator="kind")]
+class SummaryMessage(BaseModel):
+    """A summary of everything before it (``/compact``): requests start from here."""
+
+    kind: Literal["summary"] = "summary"
+    text: str
+    model: str | None = None
+
+
+Message = Annotated[
+    Union[UserMessage, AssistantMessage, ToolResultMessage, SummaryMessage], Field(discriminator="kind")
+]
 _ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 
 
@@ -120,7 +131,7 @@ def searchable_text(message: Message) -> str:
     """The text of a message that history search indexes."""
     if isinstance(message, ToolResultMessage):
         return message.content
-    if isinstance(message, UserMessage):
+    if isinstance(message, (UserMessage, SummaryMessage)):
         return message.text
     pieces = [message.text]
     for call in message.tool_calls:

@@ -30,7 +30,7 @@ async def _serve(protocol_fd: int, redactor) -> None:
 
     transport = StdioTransport(os.dup(0), protocol_fd)
     await transport.start()
-    agent = HermesAgent(redactor=redactor)
+    agent = HermesAgent(transport=transport, redactor=redactor)
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:
         await conn.listen()

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 __all__ = ["StdioTransport"]
@@ -31,6 +32,7 @@ class StdioTransport:
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
         self._closed = False
+        self._after_result: dict[str, list[Callable[[], Awaitable[None]]]] = {}
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -63,9 +65,20 @@ class StdioTransport:
                 raise ConnectionError("stdout is closed")
             if self._writer is None:
                 os.write(self._write_fd, data)
-                return
-            self._writer.write(data)
-            await self._writer.drain()
+            else:
+                self._writer.write(data)
+                await self._writer.drain()
+        result = message.get("result")
+        if isinstance(result, dict) and result.get("sessionId") in self._after_result:
+            for callback in self._after_result.pop(result["sessionId"]):
+                asyncio.create_task(callback())
+
+    def after_session_answer(self, session_id: str, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run ``callback`` once the answer naming ``session_id`` is on the wire.
+
+        Updates for a new session must follow the answer that tells the client its id.
+        """
+        self._after_result.setdefault(session_id, []).append(callback)
 
     async def receive(self) -> dict[str, Any] | None:
         assert self._reader is not None

@@ -27,17 +27,27 @@ AGENT_RESULTS = {
     "authenticate": "AuthenticateResponse",
     "session/new": "NewSessionResponse",
     "session/prompt": "PromptResponse",
+    "session/load": "LoadSessionResponse",
+    "session/list": "ListSessionsResponse",
+    "session/resume": "ResumeSessionResponse",
+    "session/close": "CloseSessionResponse",
+    "session/set_mode": "SetSessionModeResponse",
+    "session/set_config_option": "SetSessionConfigOptionResponse",
+    # session/fork is only in the unstable schema.
+    "session/fork": "unstable:ForkSessionResponse",
 }
 
 
 @functools.cache
-def _schema() -> dict:
-    return json.loads(schema_path().read_text())
+def _schema(name: str = "schema.json") -> dict:
+    return json.loads((schema_path().parent / name).read_text())
 
 
 @functools.cache
 def _validator(definition: str | None) -> Draft202012Validator:
     root = _schema()
+    if definition and definition.startswith("unstable:"):
+        root, definition = _schema("schema.unstable.json"), definition.split(":", 1)[1]
     if definition is None:  # a whole message from the agent
         (agent,) = [entry for entry in root["anyOf"] if entry.get("title") == "Agent"]
         return Draft202012Validator({**agent, "$defs": root["$defs"]})

@@ -9,9 +9,9 @@ __all__ = ["all_tools", "toolset"]
 
 def all_tools() -> list[Tool]:
     """Every tool of every toolset."""
-    from toolsets import editor
+    from toolsets import editor, plan
 
-    return [getattr(editor, name) for name in editor.__all__]
+    return [getattr(editor, name) for name in editor.__all__] + [plan.update_plan]
 
 
 def toolset(name: str) -> list[Tool]:

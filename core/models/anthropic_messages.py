@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["AnthropicModel", "anthropic_messages", "anthropic_system", "anthropic_tools"]
 
 _CACHE = {"type": "ephemeral"}
+# Extended-thinking budgets (tokens) for the reasoning effort levels.
+_THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
 _STOP = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -59,6 +61,11 @@ class AnthropicModel(SdkModel):
             params["system"] = anthropic_system(request.system)
         if request.tools:
             params["tools"] = anthropic_tools(request.tools)
+        budget = _THINKING_BUDGET.get(request.reasoning_effort or "")
+        if budget and self.profile.reasoning_levels:
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            # The budget counts against max_tokens, which must stay larger.
+            params["max_tokens"] = max(request.max_tokens, budget + 4096)
         return params
 
     async def _open(self, client: AsyncAnthropic, request: ModelRequest) -> Any:

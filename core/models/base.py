@@ -44,6 +44,8 @@ class ModelRequest:
     max_tokens: int = 8192
     # Ephemeral text appended to the last user turn for this request only (never persisted).
     ephemeral: str | None = None
+    # "low" | "medium" | "high" for models that take a reasoning effort; None sends nothing.
+    reasoning_effort: str | None = None
 
 
 @dataclass(slots=True)

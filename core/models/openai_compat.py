@@ -56,6 +56,8 @@ class OpenAIChatModel(SdkModel):
             params["tools"] = chat_tools(request.tools)
         # The key varies by server (max_tokens vs max_completion_tokens), so it goes in as data.
         params[self.profile.max_tokens_param] = request.max_tokens
+        if request.reasoning_effort and self.profile.reasoning_levels:
+            params["reasoning_effort"] = request.reasoning_effort
         if self.profile.stream_usage:
             params["stream_options"] = {"include_usage": True}
         return params

@@ -248,6 +248,27 @@ class SessionStore:
         row_id, seq = await self._write(body)
         return StoredMessage(id=row_id, session_id=session_id, seq=seq, message=message, created_at=created)
 
+    async def copy_messages(self, source_id: str, target_id: str) -> int:
+        """Copy every message of one session to the end of another, in one transaction (for forks)."""
+        now = time.time()
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            if not await _exec(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, target_id)):
+                raise SessionNotFoundError(target_id)
+            async with conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (target_id,)
+            ) as cursor:
+                (offset,) = await cursor.fetchone() or (0,)
+            async with conn.execute(
+                "INSERT INTO messages (session_id, seq, role, content, text, tool_name, created_at, completed_at)"
+                " SELECT ?, seq + ?, role, content, text, tool_name, created_at, completed_at"
+                " FROM messages WHERE session_id = ? ORDER BY seq",
+                (target_id, offset, source_id),
+            ) as cursor:
+                return cursor.rowcount
+
+        return await self._write(body)
+
     async def messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[StoredMessage]:
         """The session's messages in ``seq`` order, those after ``after_seq``, at most ``limit``."""
         rows = await self._fetchall(

@@ -20,9 +20,11 @@ async def test_initialize_is_truthful(hermes_home):
     assert init.protocol_version == acp.PROTOCOL_VERSION
     assert init.agent_info.name == "hermes-editor" and init.agent_info.version
     caps = init.agent_capabilities
-    assert caps.load_session is False  # not offered until it replays history
+    assert caps.load_session is True
+    sessions = caps.session_capabilities
+    assert sessions.list is not None and sessions.resume is not None and sessions.close is not None and sessions.fork is not None
     assert caps.prompt_capabilities.embedded_context is True
-    assert caps.prompt_capabilities.image is False
+    assert caps.prompt_capabilities.image is False  # no model configured: nothing known to accept images
     assert init.auth_methods, "editors show these when session/new needs auth"
 
 
@@ -95,7 +97,7 @@ def _raw_exchange(home, lines: list[str], timeout: float = 30) -> tuple[list[str
 
 
 def test_unsupported_methods_answer_method_not_found(hermes_home):
-    methods = ["session/load", "session/list", "session/set_mode", "session/resume", "session/fork", "_hermes/x", "nonsense"]
+    methods = ["session/delete", "session/set_model", "logout", "_hermes/x", "nonsense"]
     lines = [json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": {}}) for i, m in enumerate(methods)]
     out, _ = _raw_exchange(hermes_home, lines)
     answers = {msg["id"]: msg for msg in map(json.loads, out)}

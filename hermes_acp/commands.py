@@ -1,0 +1,95 @@
+"""Slash commands offered to the editor (``available_commands_update``) and their texts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from core.config import home
+
+__all__ = ["COMMANDS", "INIT_PROMPT", "available_commands", "parse_command", "list_skills", "read_memory"]
+
+# name -> (description, input hint or None)
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "help": ("Show what the commands do", None),
+    "model": ("Switch the model for this session", "provider:model"),
+    "mode": ("Switch the approval mode: read-only, ask, accept-edits, auto", "mode"),
+    "undo": ("Restore the files the last turn changed", None),
+    "compact": ("Summarise the conversation so far to free context", None),
+    "search": ("Search every past conversation", "query"),
+    "cost": ("Tokens and cost of this session", None),
+    "memory": ("Show what the agent remembers about you and your projects", None),
+    "skills": ("List the skills the agent can use", None),
+    "init": ("Write an AGENTS.md describing this project", None),
+}
+
+INIT_PROMPT = (
+    "Create or update AGENTS.md at the root of this project: a concise guide for coding agents. "
+    "Look at the project first (layout, languages, build and test commands, conventions you can "
+    "see in the code and config). Cover: what the project is, how to build, test and lint it, "
+    "the layout, code style, and anything surprising. Keep it under 80 lines. If AGENTS.md "
+    "exists, improve it rather than replacing what is still true."
+)
+
+
+def available_commands():
+    from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
+
+    return [
+        AvailableCommand(
+            name=name,
+            description=description,
+            input=AvailableCommandInput(root=UnstructuredCommandInput(hint=hint)) if hint else None,
+        )
+        for name, (description, hint) in COMMANDS.items()
+    ]
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``/name args`` for a known command; None for anything else (it goes to the model)."""
+    match = re.match(r"^\s*/([a-z_-]+)(?:\s+(.*))?$", text, re.DOTALL)
+    if not match or match.group(1) not in COMMANDS:
+        return None
+    return match.group(1), (match.group(2) or "").strip()
+
+
+def help_text() -> str:
+    lines = ["Commands:"]
+    for name, (description, hint) in COMMANDS.items():
+        lines.append(f"- `/{name}{' <' + hint + '>' if hint else ''}` — {description}")
+    return "\n".join(lines)
+
+
+def read_memory() -> str:
+    """The memory files, as they are on disk."""
+    folder = home() / "memories"
+    parts = []
+    for name, label in (("USER.md", "About you"), ("MEMORY.md", "Notes")):
+        path = folder / name
+        if path.is_file() and path.read_text(encoding="utf-8").strip():
+            parts.append(f"**{label}** ({path}):\n\n{path.read_text(encoding='utf-8').strip()}")
+    if not parts:
+        return f"Nothing remembered yet. Memories are kept in {folder}."
+    return "\n\n".join(parts)
+
+
+def list_skills(cwd: Path) -> str:
+    """Skills from the state home and the project, with the description from their front matter."""
+    found = []
+    for root, origin in ((home() / "skills", "personal"), (cwd / ".agents" / "skills", "project")):
+        if not root.is_dir():
+            continue
+        for skill in sorted(root.glob("*/SKILL.md")):
+            found.append(f"- `{skill.parent.name}` ({origin}) — {_description(skill)}")
+    if not found:
+        return f"No skills yet. Personal skills live in {home() / 'skills'}; project skills in .agents/skills/."
+    return "Skills:\n" + "\n".join(found)
+
+
+def _description(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip().strip("\"'") if match else ""

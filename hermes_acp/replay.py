@@ -1,0 +1,110 @@
+"""A stored conversation as ACP session updates, for ``session/load``.
+
+Built only from what was persisted, so what replays is exactly what was saved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.events import DiffContent, Location, TextContent
+from core.messages import AssistantMessage, ImagePart, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
+from core.tools import Tool
+from hermes_acp.render import acp_content, acp_locations
+
+__all__ = ["replay_updates"]
+
+MAX_REPLAYED_OUTPUT = 4000
+
+
+def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) -> list:
+    """Every update the user saw, in order: their messages, replies, thoughts, tool calls, plans."""
+    import acp
+    from acp.schema import ImageContentBlock, ToolCallProgress, ToolCallStart, UserMessageChunk
+
+    updates: list = []
+    for message in history:
+        if isinstance(message, UserMessage):
+            for part in message.parts:
+                if isinstance(part, TextPart) and part.text:
+                    updates.append(acp.update_user_message_text(part.text))
+                elif isinstance(part, ImagePart):
+                    block = ImageContentBlock(type="image", mime_type=part.media_type, data=part.data)
+                    updates.append(UserMessageChunk(session_update="user_message_chunk", content=block))
+        elif isinstance(message, AssistantMessage):
+            for part in message.parts:
+                if isinstance(part, ThinkingPart) and part.text and not part.redacted:
+                    updates.append(acp.update_agent_thought_text(part.text))
+                elif isinstance(part, TextPart) and part.text:
+                    updates.append(acp.update_agent_message_text(part.text))
+            for call in message.tool_calls:
+                found = tools.get(call.name)
+                updates.append(
+                    ToolCallStart(
+                        session_update="tool_call",
+                        tool_call_id=call.id,
+                        title=_title(found, call),
+                        kind=found.kind if found else "other",
+                        status="pending",
+                        locations=acp_locations(_locations(found, call.arguments, cwd)) or None,
+                        raw_input=call.arguments,
+                    )
+                )
+                if call.name == "update_plan":
+                    plan = _plan(call.arguments)
+                    if plan is not None:
+                        updates.append(plan)
+        elif isinstance(message, ToolResultMessage):
+            content = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
+            if not content and message.is_error:
+                content = [TextContent(message.content[:MAX_REPLAYED_OUTPUT])]
+            updates.append(
+                ToolCallProgress(
+                    session_update="tool_call_update",
+                    tool_call_id=message.tool_call_id,
+                    status="failed" if message.is_error else "completed",
+                    content=acp_content(content) or None,
+                    raw_output={"output": message.content[:MAX_REPLAYED_OUTPUT]} if message.content else None,
+                )
+            )
+    return updates
+
+
+def _title(found: Tool | None, call) -> str:
+    if found is None:
+        return call.name
+    try:
+        return found.title(found.args_model.model_validate(call.arguments))
+    except Exception:
+        return call.name
+
+
+def _locations(found: Tool | None, arguments: dict, cwd: Path) -> list[Location]:
+    if found is None:
+        return []
+    try:
+        paths = found.paths(found.args_model.model_validate(arguments))
+    except Exception:
+        return []
+    out = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        out.append(Location(str(path if path.is_absolute() else cwd / path)))
+    return out
+
+
+def _plan(arguments: dict):
+    import acp
+
+    entries = arguments.get("entries")
+    if not isinstance(entries, list):
+        return None
+    try:
+        return acp.update_plan(
+            [
+                acp.plan_entry(str(e["content"]), priority=e.get("priority", "medium"), status=e.get("status", "pending"))
+                for e in entries
+            ]
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
