@@ -346,6 +346,9 @@ class HermesAgent:
         if config_id == "mode":
             await self._set_mode(live, str(value), announce_options=False)
         elif config_id == "model":
+            offered = [o.value for o in self._options(live)[0].options]
+            if value not in offered:
+                raise RequestError.invalid_params({"value": f"model must be one of: {', '.join(offered)}"})
             await self._set_model(live, str(value), announce=False)
         elif config_id == "thought_level":
             levels = thought_levels(self._config, live.choices.model)
