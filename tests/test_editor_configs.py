@@ -1,16 +1,33 @@
 """The ready-to-paste editor configurations are valid and launch hermes-acp."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_zed_and_jetbrains_configs_launch_hermes_acp():
-    for name in ("zed-settings.json", "jetbrains-acp.json"):
+CONFIGS = {
+    "zed-settings.json": ("agent_servers",),
+    "jetbrains-acp.json": ("agent_servers",),
+    "vscode-settings.json": ("acp.agents",),
+}
+
+
+def test_editor_configs_launch_the_installed_hermes_acp():
+    installed = Path(sys.executable).parent
+    for name, (section,) in CONFIGS.items():
         config = json.loads((ROOT / "editor-configs" / name).read_text())
-        server = config["agent_servers"]["Hermes"]
+        server = config[section]["Hermes"]
         assert server["command"] == "hermes-acp" and server["args"] == []
+        # The command the snippet names is what installing the project puts on PATH.
+        found = shutil.which(server["command"], path=f"{installed}{os.pathsep}{os.environ.get('PATH', '')}")
+        assert found and Path(found).parent == installed, name
+        proc = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0 and proc.stdout.strip()
 
 
 def test_readme_zed_block_is_valid_json():

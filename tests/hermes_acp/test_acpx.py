@@ -41,3 +41,66 @@ def test_acpx_write_with_approval(hermes_home, tmp_path):
     assert "completed" in statuses
     prompt_result = [m for m in messages if "result" in m and isinstance(m["result"], dict) and "stopReason" in m["result"]]
     assert prompt_result and prompt_result[-1]["result"]["stopReason"] == "end_turn"
+
+
+def _run_acpx(env, project, *args, timeout=60):
+    return subprocess.run(
+        [_acpx(), "--agent", hermes_acp(), "--cwd", str(project), *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def _acpx_env(hermes_home, base_url):
+    env = agent_env(hermes_home, base_url)
+    env["HOME"] = str(hermes_home.parent / "user-home")
+    return env
+
+
+def _methods(stdout: str) -> list[str]:
+    return [m.get("method") for m in (json.loads(l) for l in stdout.splitlines() if l.startswith("{")) if "method" in m]
+
+
+def test_acpx_persistent_session_set_mode_and_model(hermes_home, tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (hermes_home / "config.toml").write_text('[providers.openai]\nmodels = ["other-model"]\n')
+    with ScriptedOpenAIServer([{"text": "first answer"}, {"text": "second answer"}]) as server:
+        env = _acpx_env(hermes_home, server.base_url)
+        assert _run_acpx(env, project, "sessions", "new").returncode == 0
+        first = _run_acpx(env, project, "--ttl", "1", "--format", "json", "prompt", "remember the word tangerine")
+        assert first.returncode == 0, first.stderr[-2000:]
+        assert _run_acpx(env, project, "set-mode", "auto").returncode == 0
+        assert _run_acpx(env, project, "set", "model", "openai:other-model").returncode == 0
+        import time
+
+        time.sleep(2.5)  # the queue owner (and with it hermes-acp) exits after its 1 s TTL
+        second = _run_acpx(env, project, "--ttl", "1", "--format", "json", "prompt", "which word?")
+        assert second.returncode == 0, second.stderr[-2000:]
+    methods = _methods(second.stdout)
+    # A fresh hermes-acp process reattached the stored session (acpx prefers session/resume).
+    assert "initialize" in methods and ({"session/resume", "session/load"} & set(methods))
+    assert "session/new" not in methods
+    last = server.requests[-1].get("body", server.requests[-1])
+    assert last["model"] == "other-model"
+    assert any("tangerine" in str(m.get("content")) for m in last["messages"]), "the second prompt sees the first"
+
+
+def test_acpx_cancel(hermes_home, tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    with ScriptedOpenAIServer([{"text": "word " * 200, "chunk_size": 5, "delay": 0.1}]) as server:
+        env = _acpx_env(hermes_home, server.base_url)
+        assert _run_acpx(env, project, "sessions", "new").returncode == 0
+        running = subprocess.Popen(
+            [_acpx(), "--agent", hermes_acp(), "--cwd", str(project), "--format", "json", "prompt", "talk"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        import time
+
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        cancel = _run_acpx(env, project, "cancel")
+        out, err = running.communicate(timeout=60)
+    assert cancel.returncode == 0, cancel.stderr[-2000:]
+    assert '"stopReason":"cancelled"' in out, err[-2000:]
