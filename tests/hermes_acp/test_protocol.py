@@ -171,3 +171,14 @@ def test_schema_check_catches_a_bad_message():
     problems = validate_transcript(bad)
     assert any("stopReason" in p for p in problems)
     assert any("session/update" in p for p in problems)
+
+
+def test_fifty_megabyte_lines_are_handled(hermes_home):
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "no/such", "params": {"blob": "x" * 50_000_000}})
+    huge = '{"jsonrpc": "2.0", "id": 2, "method": "no/such", "params": {"blob": "' + "y" * 70_000_000 + '"}}'
+    init = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}})
+    out, _ = _raw_exchange(hermes_home, [big, huge, init], timeout=120)
+    messages = [json.loads(line) for line in out]
+    assert messages[0]["id"] == 1 and messages[0]["error"]["code"] == -32601
+    assert messages[1]["error"]["code"] == -32600 and "longer than" in messages[1]["error"]["data"]["details"]
+    assert messages[2]["id"] == 3 and "result" in messages[2]
