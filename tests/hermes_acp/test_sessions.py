@@ -160,3 +160,32 @@ async def test_replaying_a_long_session_answers(hermes_home, project):
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
     assert len([u for u in client.updates if u.session_update == "user_message_chunk"]) == 1250
+
+
+async def test_sessions_in_one_process_are_isolated(hermes_home, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+
+    def script(body):
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return {"text": "done"}
+        text = last["content"] if isinstance(last["content"], str) else last["content"][0]["text"]
+        return {"tool_calls": [{"id": f"w-{text}", "name": "write_file", "arguments": {"path": "out.txt", "content": text}}], "delay": 0.05}
+
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sa = (await conn.new_session(cwd=str(a), mcp_servers=[])).session_id
+            sb = (await conn.new_session(cwd=str(b), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sa, mode_id="auto")
+            import asyncio
+
+            await asyncio.gather(
+                conn.prompt(session_id=sa, prompt=[acp.text_block("alpha")]),
+                conn.prompt(session_id=sb, prompt=[acp.text_block("beta")]),
+            )
+    assert (a / "out.txt").read_text() == "alpha" and (b / "out.txt").read_text() == "beta"
+    # Only the session still in "ask" mode asked.
+    assert [r.tool_call_id for r in client.permission_requests] == ["w-beta"]
