@@ -26,6 +26,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import RootModel
 
@@ -49,27 +50,10 @@ MAX_LIST_PAGES = 20
 # PATH, SHELL, TERM, USER). Locale, temp dirs, and proxy/CA settings so that network servers
 # work behind a corporate proxy; never our whole environment, which carries API keys.
 _INHERITED_ENV = (
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "TEMP",
-    "TMP",
-    "XDG_CONFIG_HOME",
-    "XDG_CACHE_HOME",
-    "XDG_DATA_HOME",
-    "XDG_RUNTIME_DIR",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
+    *("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP"),
+    *("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"),
+    *("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS"),
+    *("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"),
 )
 
 
@@ -106,7 +90,7 @@ def _short_hash(*parts: str) -> str:
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
 
 
-def stdio_environment(spec_env: Iterable[tuple[str, str]]) -> dict[str, str]:
+def _stdio_environment(spec_env: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The environment added for a stdio server: a few safe variables of ours, then its own."""
     env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ and k not in SECRET_ENV_VARS}
     env.update(dict(spec_env))
@@ -270,7 +254,7 @@ class _Connection:
             params = StdioServerParameters(
                 command=spec.command,
                 args=list(spec.args),
-                env=stdio_environment(spec.env),
+                env=_stdio_environment(spec.env),
                 cwd=str(self.cwd) if self.cwd else None,
             )
             return stdio_client(params, errlog=self.stderr.file)
@@ -352,7 +336,7 @@ class McpConnections:
             # ~0.4 s of imports: in a thread, so the loop keeps answering the editor meanwhile.
             await asyncio.to_thread(_import_sdk)
         except ImportError as exc:
-            return [f"MCP server '{s.name}' could not start: the mcp package is missing ({exc}); the session goes on without it." for s in specs]
+            return [_could_not_start(s.name, f"the mcp package is missing ({exc})") for s in specs]
         taken = {c.spec.name for c in self._connections}
         fresh: list[_Connection] = []
         for spec in specs:
@@ -366,8 +350,9 @@ class McpConnections:
         outcomes = await asyncio.gather(*(self._await_ready(c) for c in fresh))
         for connection, problem in zip(fresh, outcomes):
             if problem is not None:
-                problems.append(f"MCP server '{connection.spec.name}' could not start: {problem}; the session goes on without it.")
-                self._connections.remove(connection)
+                problems.append(_could_not_start(connection.spec.name, problem))
+                if connection in self._connections:  # aclose() may have run meanwhile
+                    self._connections.remove(connection)
             elif connection.truncated:
                 problems.append(
                     f"MCP server '{connection.spec.name}' offers {len(connection.remote_tools) + connection.truncated} "
@@ -450,6 +435,10 @@ def _make_tool(connection: _Connection, remote: Any, name: str) -> Tool:
     )
 
 
+def _could_not_start(server: str, reason: str) -> str:
+    return f"MCP server '{server}' could not start: {reason}; the session goes on without it."
+
+
 def _short_json(arguments: dict[str, Any], limit: int = 500) -> str:
     text = json.dumps(arguments, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -465,9 +454,24 @@ def _describe(exc: BaseException, spec: McpServerSpec | None = None) -> str:
         return f"cannot run {spec.command}: permission denied"
     message = getattr(exc, "message", None)  # MCPError carries the server's words here
     text = str(message if isinstance(message, str) else exc).strip()
-    if spec is not None and spec.url and type(exc).__name__ in ("ConnectError", "ConnectTimeout", "HTTPStatusError"):
-        text = f"cannot reach {spec.url}: {text}"
-    return text or type(exc).__name__
+    text = text or type(exc).__name__
+    if spec is not None and spec.url:
+        url = _display_url(spec.url)
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status is not None:  # e.g. 401: the headers (a token) are missing or wrong
+            text = f"{url} answered HTTP {status}"
+        elif type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
+            text = f"cannot reach {url}: {text}"
+        else:
+            text = f"{url}: {text}"
+    return text
+
+
+def _display_url(url: str) -> str:
+    """The URL without userinfo, query or fragment: some servers take their API key there."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 def _import_sdk() -> None:

@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
     if args.version:
-        from hermes_acp.server import _version
+        from hermes_acp.live import version_string
 
-        print(_version())
+        print(version_string())
         return 0
     if args.setup:
         from core.setup_wizard import run_setup

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKE = ("-m", "tests.fakes.mcp_server")
 
 
-def _stdio(name: str = "fake", *extra: str, record: Path | None = None, env: dict[str, str] | None = None) -> McpServerSpec:
+def _stdio(
+    name: str = "fake", *extra: str, record: Path | None = None, env: dict[str, str] | None = None
+) -> McpServerSpec:
     # PYTHONPATH is how an editor's config would point a server at its code; tests/ is not installed.
     full_env = {"PYTHONPATH": str(ROOT), **(env or {})}
     if record is not None:
@@ -121,7 +123,10 @@ def http_server(tmp_path, request) -> Iterator[tuple[str, Path]]:
 
 
 def test_importing_the_client_does_not_load_the_sdk():
-    code = "import sys, core.mcp_client\nprint(','.join(m for m in ('mcp', 'mcp_types', 'httpx2', 'anyio') if m in sys.modules))"
+    code = (
+        "import sys, core.mcp_client\n"
+        "print(','.join(m for m in ('mcp', 'mcp_types', 'httpx2', 'anyio') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert proc.stdout.strip() == ""
 
@@ -154,7 +159,13 @@ def test_result_text_joins_text_and_summarises_the_rest():
         ],
         structured_content={"ignored": "because there is text"},
     )
-    assert result_text(result) == "first\n[image image/png, 3 bytes]\n[resource file:///r.txt]\n[resource file:///e.txt]\nembedded body"
+    assert result_text(result).splitlines() == [
+        "first",
+        "[image image/png, 3 bytes]",
+        "[resource file:///r.txt]",
+        "[resource file:///e.txt]",
+        "embedded body",
+    ]
     only_structured = CallToolResult(content=[], structured_content={"answer": 42})
     assert result_text(only_structured) == '{"answer": 42}'
     capped = result_text(CallToolResult(content=[TextContent(text="y" * 100)]), limit=10)
@@ -199,9 +210,8 @@ async def test_read_only_call_runs_without_asking(fake, tmp_path):
 async def test_changing_call_asks_and_runs_once_allowed(fake, tmp_path):
     connections, record = fake
     session = Session(tmp_path, connections.tools())
-    task = asyncio.create_task(
-        run_tool(session.tools, ToolCallPart(id="c", name="mcp__fake__write_note", arguments={"note": "n1"}), session.ctx())
-    )
+    call = ToolCallPart(id="c", name="mcp__fake__write_note", arguments={"note": "n1"})
+    task = asyncio.create_task(run_tool(session.tools, call, session.ctx()))
     while not session.asked():
         await asyncio.sleep(0.01)
     request = next(e.request for e in session.events if isinstance(e, PermissionNeeded))
@@ -368,3 +378,9 @@ async def test_http_and_sse_servers(http_server, tmp_path):
         assert [c["tool"] for c in _calls(record)] == ["echo", "fail"]
     finally:
         await connections.aclose()
+    wrong = McpServerSpec("wrong", transport, url=url.rsplit("/", 1)[0] + "/nope?api_key=sk-in-the-url-0000")
+    others = McpConnections()
+    (problem,) = await others.start([wrong])
+    assert "/nope" in problem and ("404" in problem or "Not Found" in problem), problem
+    assert "sk-in-the-url" not in problem
+    await others.aclose()

@@ -1,0 +1,77 @@
+"""One ACP session as this process holds it, and small helpers the server modules share."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from hermes_acp.options import SessionChoices
+
+__all__ = ["LiveSession", "cost_text", "iso", "mcp_spec", "self_command", "version_string"]
+
+
+@dataclass(slots=True)
+class LiveSession:
+    """A session open in this process: the core session, the user's choices, its MCP servers."""
+
+    session: Any  # core.agent.Session
+    choices: SessionChoices
+    mcp: Any = None  # core.mcp_client.McpConnections
+    mcp_ready: asyncio.Task | None = None
+    # Set once the client knows the session id (after the session/new answer is on the wire).
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def mcp_spec(server):
+    """An ACP MCP server description as the core's spec; None for transports we do not speak."""
+    from acp.schema import HttpMcpServer, McpServerStdio, SseMcpServer
+
+    from core.mcp_client import McpServerSpec
+
+    if isinstance(server, (HttpMcpServer, SseMcpServer)):
+        transport = "http" if isinstance(server, HttpMcpServer) else "sse"
+        headers = tuple((h.name, h.value) for h in server.headers or [])
+        return McpServerSpec(server.name, transport, url=server.url, headers=headers)
+    if isinstance(server, McpServerStdio):
+        env = tuple((e.name, e.value) for e in server.env or [])
+        return McpServerSpec(server.name, "stdio", command=server.command, args=tuple(server.args or []), env=env)
+    return None
+
+
+def iso(timestamp: float) -> str:
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def cost_text(session) -> str:
+    usage = session.usage
+    lines = [
+        f"Input tokens: {usage.input_tokens:,} (cache reads {usage.cache_read_tokens:,}, cache writes {usage.cache_write_tokens:,})",
+        f"Output tokens: {usage.output_tokens:,}",
+    ]
+    lines.append(f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd is not None else "Cost: not reported by this provider")
+    return "\n".join(lines)
+
+
+
+def self_command() -> str:
+    """An absolute command that runs this server, for editors that launch set-up themselves."""
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "hermes-acp"
+    if os.sep in argv0:
+        return os.path.abspath(argv0)
+    return shutil.which(argv0) or argv0
+
+
+def version_string() -> str:
+    try:
+        return version("hermes-editor")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+

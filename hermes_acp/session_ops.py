@@ -1,0 +1,259 @@
+"""Session plumbing for the ACP server: adopting, reopening, choices, modes, models, MCP servers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from core.config import ConfigError
+from core.events import TitleChanged, UsageUpdated
+from core.host import LocalHost
+from hermes_acp.commands import available_commands
+from hermes_acp.host import AcpHost
+from hermes_acp.live import LiveSession, iso, mcp_spec
+from hermes_acp.options import DEFAULT_THOUGHT, MODES, SessionChoices, config_options, model_choices, thought_levels
+from hermes_acp.render import update_for
+from hermes_acp.wire import send_update
+
+__all__ = ["SessionPlumbing"]
+
+log = logging.getLogger(__name__)
+
+
+class SessionPlumbing:
+    """What HermesAgent does around its protocol methods. Expects its attributes (see server.py)."""
+
+    _agent: Any
+    _store: Any
+    _config: Any
+    _conn: Any
+    _client_caps: Any
+    _transport: Any
+    _sessions: dict
+    _models: dict
+    _closing: set
+
+    def _check_cwd(self, cwd: str, mcp_servers, additional_directories) -> tuple[Path, list[Path]]:
+        from acp import RequestError
+
+        if mcp_servers is None:
+            raise RequestError.invalid_params({"mcpServers": "required (use [] for none)"})
+        path = Path(cwd)
+        if not path.is_absolute():
+            raise RequestError.invalid_params({"cwd": f"must be an absolute path, got {cwd!r}"})
+        if not path.is_dir():
+            raise RequestError.invalid_params({"cwd": f"{cwd} is not a directory"})
+        extra = [Path(d) for d in (additional_directories or [])]
+        for directory in extra:
+            if not directory.is_absolute() or not directory.is_dir():
+                raise RequestError.invalid_params({"additionalDirectories": f"{directory} is not an absolute directory"})
+        return path, [path.resolve(), *(d.resolve() for d in extra)]
+
+    def _local(self) -> LocalHost:
+        return LocalHost(self._config.secrets if self._config else [])
+
+    async def _adopt(self, session, choices: SessionChoices) -> LiveSession:
+        """Make a core session live here: the editor as host, the chosen model and mode."""
+        session.host = AcpHost(self._conn, session.id, self._client_caps, session.host)
+        live = LiveSession(session, choices)
+        self._sessions[session.id] = live
+        await self._apply_choices(live)
+        return live
+
+    async def _reopen(self, session_id: str, cwd: str, mcp_servers, additional_directories) -> LiveSession:
+        from acp import RequestError
+
+        path, roots = self._check_cwd(cwd, mcp_servers, additional_directories)
+        agent = await self._core()
+        existing = self._sessions.get(session_id)
+        if existing is not None:
+            await self._wait_idle(existing)
+            await self._shutdown(existing)
+        session = await agent.open_session(session_id, self._local(), cwd=path)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": f"no stored session {session_id!r}; list them with session/list"})
+        session.roots = roots
+        session.policy.roots = roots
+        record = await self._store.get_session(session_id)
+        live = await self._adopt(session, self._stored_choices(record))
+        live.answered.set()  # the client named this session itself
+        if mcp_servers:
+            await self._connect_mcp(live, mcp_servers)
+        return live
+
+    def _stored_choices(self, record) -> SessionChoices:
+        meta = (record.meta if record else None) or {}
+        default = self._agent.model.name
+        model = meta.get("model") or default
+        if model not in model_choices(self._config) and model != default:
+            model = default  # the stored model is no longer configured
+        return SessionChoices(
+            model=model,
+            mode=meta.get("mode") if meta.get("mode") in MODES else "ask",
+            thought_level=meta.get("thought_level") or DEFAULT_THOUGHT,
+        )
+
+    async def _apply_choices(self, live: LiveSession) -> None:
+        session, choices = live.session, live.choices
+        session.policy.mode = choices.mode
+        session.model = None if choices.model == self._agent.model.name else self._model_for(choices.model)
+        session.reasoning_effort = None if choices.thought_level == DEFAULT_THOUGHT else choices.thought_level
+        session.context_window = self._context_window(choices.model)
+
+    async def _save_choices(self, live: LiveSession) -> None:
+        choices = live.choices
+        await self._store.update_session(
+            live.session.id,
+            model=choices.model,
+            meta={"mode": choices.mode, "model": choices.model, "thought_level": choices.thought_level},
+        )
+
+    def _model_for(self, label: str):
+        if label not in self._models:
+            from core.models import build_model
+
+            self._models[label] = build_model(self._config.model_copy(update={"model": label}))
+        return self._models[label]
+
+    def _context_window(self, label: str) -> int:
+        try:
+            ref = self._config.model_ref(label)
+        except ConfigError:
+            return 0
+        return ref.config.resolved_profile(ref.provider).context_window if ref else 0
+
+    def _options(self, live: LiveSession) -> list:
+        return config_options(self._config, live.choices)
+
+    def _live(self, session_id: str) -> LiveSession:
+        from acp import RequestError
+
+        live = self._sessions.get(session_id)
+        if live is None:
+            raise RequestError.invalid_params(
+                {"sessionId": f"unknown session {session_id!r}; create one with session/new or load it with session/load"}
+            )
+        return live
+
+    def _after_answer(self, live: LiveSession) -> None:
+        """Once the client has the new session's id: announce commands, allow notices."""
+
+        async def answered() -> None:
+            live.answered.set()
+            await self._announce(live)
+
+        if self._transport is not None:
+            self._transport.after_session_answer(live.session.id, answered)
+        else:
+            live.answered.set()
+
+    async def _announce(self, live: LiveSession) -> None:
+        """Tell the editor which commands this session offers."""
+        from acp.schema import AvailableCommandsUpdate
+
+        update = AvailableCommandsUpdate(session_update="available_commands_update", available_commands=available_commands())
+        try:
+            await send_update(self._conn, live.session.id, update)
+        except Exception:
+            log.debug("could not send available commands", exc_info=True)
+
+    async def _set_mode(self, live: LiveSession, mode: str, *, announce_mode: bool = True, announce_options: bool = True) -> None:
+        from acp import RequestError
+        from acp.schema import ConfigOptionUpdate, CurrentModeUpdate
+
+        if mode not in MODES:
+            raise RequestError.invalid_params({"modeId": f"unknown mode {mode!r}; modes are {', '.join(MODES)}"})
+        live.choices.mode = mode
+        live.session.policy.mode = mode
+        await self._save_choices(live)
+        sid = live.session.id
+        if announce_mode:
+            await send_update(self._conn, sid, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
+        if announce_options:
+            await send_update(self._conn, sid, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live)))
+
+    async def _set_model(self, live: LiveSession, label: str, *, announce: bool = True) -> None:
+        from acp import RequestError
+        from acp.schema import ConfigOptionUpdate
+
+        try:
+            ref = self._config.model_ref(label)
+            self._model_for(ref.label)
+        except ConfigError as exc:
+            raise RequestError.invalid_params({"value": str(exc)}) from None
+        live.choices.model = ref.label
+        if live.choices.thought_level not in thought_levels(self._config, ref.label):
+            live.choices.thought_level = DEFAULT_THOUGHT
+        await self._apply_choices(live)
+        await self._save_choices(live)
+        if announce:
+            await send_update(self._conn, live.session.id, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live)))
+
+    async def _wait_idle(self, live: LiveSession) -> None:
+        turn = live.session.turn
+        if turn is not None and not turn.done():
+            self._agent.cancel(live.session)
+            await asyncio.wait([turn], timeout=5)
+
+    async def _shutdown(self, live: LiveSession, *, wait: bool = False) -> None:
+        await self._wait_idle(live)
+        if live.mcp_ready is not None and not live.mcp_ready.done():
+            live.mcp_ready.cancel()
+        if live.mcp is not None:
+            # A stdio server that ignores its closed stdin takes seconds to stop: not the editor's wait.
+            closing = asyncio.create_task(live.mcp.aclose())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            live.mcp = None
+            if wait:
+                await closing
+
+    async def _connect_mcp(self, live: LiveSession, servers: list) -> None:
+        """Start the MCP servers the editor passed, in the background; their tools join the session.
+
+        The first prompt waits for them (bounded by the start timeout); a server that fails is
+        reported in the thread and the session goes on without it.
+        """
+        live.mcp_ready = asyncio.create_task(self._start_mcp(live, servers))
+
+    async def _start_mcp(self, live: LiveSession, servers: list) -> None:
+        from core.mcp_client import McpConnections
+
+        specs, problems = [], []
+        for server in servers:
+            spec = mcp_spec(server)
+            if spec is None:
+                problems.append(f"MCP server '{getattr(server, 'name', '?')}' uses a transport this agent does not support; the session goes on without it.")
+            else:
+                specs.append(spec)
+        connections = McpConnections(cwd=live.session.cwd)
+        live.mcp = connections
+        try:
+            problems += await connections.start(specs)
+            live.session.extra_tools = {tool.name: tool for tool in connections.tools()}
+        except Exception as exc:  # never let a server take the session down
+            log.exception("MCP start failed")
+            problems.append(f"MCP servers could not be started: {exc}")
+        names = ", ".join(sorted(live.session.extra_tools)) or "none"
+        log.info("session %s: MCP tools: %s", live.session.id, names)
+        if problems:
+            await live.answered.wait()
+            import acp
+
+            text = "\n".join(f"**MCP:** {problem}" for problem in problems)
+            await send_update(self._conn, live.session.id, acp.update_agent_message_text(text + "\n\n"))
+
+    def _update_for(self, event):
+        """Surface-level updates (title, usage) on top of the shared rendering."""
+        from acp.schema import Cost, SessionInfoUpdate, UsageUpdate
+
+        if isinstance(event, TitleChanged):
+            return SessionInfoUpdate(session_update="session_info_update", title=event.title, updated_at=iso(time.time()))
+        if isinstance(event, UsageUpdated):
+            cost = Cost(amount=event.total.cost_usd, currency="USD") if event.total.cost_usd is not None else None
+            return UsageUpdate(session_update="usage_update", used=event.context_tokens, size=event.context_window or event.context_tokens, cost=cost)
+        return update_for(event)
+

@@ -1,0 +1,176 @@
+"""Turn-level helpers for the ACP server: slash commands, permission questions, prompt content."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from core.approvals import ApprovalRequest, Decision
+from core.messages import ImagePart, TextPart, UserMessage
+from core.models.base import ModelError
+from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
+from hermes_acp.live import LiveSession, cost_text
+from hermes_acp.options import MODES, model_choices
+from hermes_acp.render import acp_content
+from hermes_acp.wire import request_permission, send_update
+
+__all__ = ["TurnSupport"]
+
+log = logging.getLogger(__name__)
+
+MAX_RESOURCE_CHARS = 200_000
+
+_OPTIONS = (
+    ("allow_once", "Allow", Decision.ALLOW_ONCE),
+    ("allow_always", "Always allow", Decision.ALLOW_ALWAYS),
+    ("reject_once", "Reject", Decision.REJECT_ONCE),
+    ("reject_always", "Always reject", Decision.REJECT_ALWAYS),
+)
+
+
+class TurnSupport:
+    """Slash commands, permission questions and prompt conversion. Mixed into HermesAgent."""
+
+    _agent: Any
+    _store: Any
+    _config: Any
+    _conn: Any
+
+    async def _command(self, live: LiveSession, name: str, args: str) -> str | None:
+        """Run a slash command; returns a prompt for the model when the command is one (/init)."""
+        import acp
+
+        session = live.session
+        if name == "init":
+            return INIT_PROMPT
+        if name == "help":
+            text = help_text()
+        elif name == "cost":
+            text = cost_text(session)
+        elif name == "search":
+            text = await self._search_text(args)
+        elif name == "model":
+            if not args:
+                text = "Models: " + ", ".join(f"`{m}`" for m in model_choices(self._config)) + f". Current: `{live.choices.model}`."
+            else:
+                await self._set_model(live, args)
+                text = f"Model for this session: `{live.choices.model}`."
+        elif name == "mode":
+            if args not in MODES:
+                text = f"Modes: {', '.join(f'`{m}`' for m in MODES)}. Current: `{live.choices.mode}`."
+            else:
+                await self._set_mode(live, args)
+                text = f"Mode: `{args}` — {MODES[args][1]}."
+        elif name == "memory":
+            text = read_memory()
+        elif name == "skills":
+            text = list_skills(session.cwd)
+        elif name == "compact":
+            try:
+                summary = await self._agent.compact(session)
+                text = "Compacted: later requests start from this summary.\n\n" + summary if summary else "Nothing to compact yet."
+            except ModelError as exc:
+                text = exc.user_message()
+        elif name == "undo":
+            text = "Undo is not available in this version."
+        else:  # pragma: no cover - parse_command only returns known names
+            text = f"Unknown command /{name}."
+        await send_update(self._conn, session.id, acp.update_agent_message_text(text))
+        return None
+
+    async def _search_text(self, query: str) -> str:
+        if not query:
+            return "Usage: `/search <words>`."
+        hits = await self._store.search(query, limit=10)
+        if not hits:
+            return f"No past conversation mentions {query!r}."
+        lines = [f"Found in {len(hits)} place(s):"]
+        for hit in hits:
+            lines.append(f"- **{hit.session_title or 'untitled'}** ({hit.role}, `{hit.session_id[:8]}`): {hit.snippet}")
+        return "\n".join(lines)
+
+    # --- helpers -----------------------------------------------------------------------
+
+    async def _ask(self, session_id: str, request: ApprovalRequest) -> None:
+        """Ask the editor; the answer goes to the broker (the first answer from anywhere wins)."""
+        from acp.schema import PermissionOption, ToolCallUpdate
+        from core.events import DiffContent, TextContent
+
+        content = [DiffContent(d.path, d.old_text, d.new_text) for d in request.diffs]
+        if request.command:
+            content.append(TextContent(f"```sh\n{request.command}\n```"))
+        if request.reason and not request.diffs:
+            content.append(TextContent(f"Asking because {request.reason}."))
+        options = [PermissionOption(option_id=oid, name=name, kind=oid) for oid, name, _ in _OPTIONS]
+        decision = Decision.CANCELLED
+        try:
+            response = await request_permission(
+                self._conn,
+                session_id,
+                ToolCallUpdate(
+                    tool_call_id=request.tool_call_id,
+                    title=request.title,
+                    kind=request.tool_kind,
+                    status="pending",
+                    content=acp_content(content) or None,
+                ),
+                options,
+            )
+            outcome = response.outcome
+            if getattr(outcome, "outcome", None) == "selected":
+                decision = next((d for oid, _, d in _OPTIONS if oid == outcome.option_id), Decision.REJECT_ONCE)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("permission request failed (%s); treating it as rejected", exc)
+            decision = Decision.REJECT_ONCE
+        assert self._agent is not None
+        await self._agent.broker.answer(request.id, decision, by="acp")
+
+    async def _user_message(self, blocks: list, live: LiveSession) -> UserMessage:
+        """Text, resource links (read) and embedded resources, as one user message."""
+        parts: list[TextPart | ImagePart] = []
+        images = self._images_supported()
+        for block in blocks:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                parts.append(TextPart(text=block.text))
+            elif kind == "image":
+                if images:
+                    parts.append(ImagePart(media_type=block.mime_type, data=block.data))
+                else:
+                    parts.append(TextPart(text="[an image was attached, but this model does not accept images]"))
+            elif kind == "resource_link":
+                parts.append(TextPart(text=await self._linked(block, live.session)))
+            elif kind == "resource":
+                resource = block.resource
+                text = getattr(resource, "text", None)
+                mime = getattr(resource, "mime_type", None) or ""
+                if text is not None:
+                    parts.append(TextPart(text=f'<context uri="{resource.uri}">\n{text[:MAX_RESOURCE_CHARS]}\n</context>'))
+                elif mime.startswith("image/") and images:
+                    parts.append(ImagePart(media_type=mime, data=resource.blob))
+                else:
+                    parts.append(TextPart(text=f"[attached binary resource {resource.uri} ({mime or 'unknown type'}) omitted]"))
+            else:
+                parts.append(TextPart(text=f"[{kind} content is not supported and was omitted]"))
+        if not parts:
+            parts.append(TextPart(text=""))
+        return UserMessage(parts=parts)
+
+    async def _linked(self, block, session) -> str:
+        uri = block.uri
+        if uri.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            path = Path(unquote(urlparse(uri).path))
+            if path.is_file():
+                try:
+                    text = await session.host.read_text(path)
+                    return f'<context uri="{uri}">\n{text[:MAX_RESOURCE_CHARS]}\n</context>'
+                except (OSError, UnicodeError):
+                    pass
+        return f"[{block.name}]({uri})"
+
