@@ -8,7 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.events import DiffContent, Location, TextContent
-from core.messages import AssistantMessage, ImagePart, Message, TextPart, ThinkingPart, ToolResultMessage, UserMessage
+from core.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    SummaryMessage,
+    TextPart,
+    ThinkingPart,
+    ToolResultMessage,
+    UserMessage,
+)
 from core.tools import Tool
 from hermes_acp.render import acp_content, acp_locations
 
@@ -54,6 +63,8 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
                     plan = _plan(call.arguments)
                     if plan is not None:
                         updates.append(plan)
+        elif isinstance(message, SummaryMessage):
+            updates.append(acp.update_agent_message_text("\n\n*Earlier conversation compacted into a summary.*\n\n"))
         elif isinstance(message, ToolResultMessage):
             content = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
             if not content and message.is_error:
