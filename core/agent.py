@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,7 +121,9 @@ class Agent:
         roots = [r.resolve() for r in (roots or [cwd])]
         rules = await self.store.approval_rules(str(roots[0]))
         policy = ApprovalPolicy(mode=mode, roots=roots, rules=list(rules))
-        return Session(sid, cwd, roots, host, policy, system_prompt(cwd), history)
+        # The prompt's git line runs `git status`: keep it off the event loop.
+        system = await asyncio.to_thread(system_prompt, cwd)
+        return Session(sid, cwd, roots, host, policy, system, history)
 
     async def run_turn(self, session: Session, prompt: UserMessage) -> AsyncIterator[Event]:
         """Run one turn; yields events and always ends with ``TurnEnded``.
@@ -268,7 +271,7 @@ class Agent:
         contexts = {}
         tools = self.tools_for(session)
         for call in calls:
-            ctx = self._context(session, emit)
+            ctx = self._context(session, emit, state.turn_id)
             found = tools.get(call.name)
             contexts[call.id] = ctx
             state.open_calls[call.id] = call.name
@@ -303,7 +306,7 @@ class Agent:
         if batch:
             await asyncio.gather(*(one(c) for c in batch))
 
-    def _context(self, session: Session, emit) -> ToolContext:
+    def _context(self, session: Session, emit, turn_id: str | None = None) -> ToolContext:
         async def remember(tool: str, pattern: str, decision: str) -> None:
             await self.store.add_approval_rule(str(session.roots[0]), tool, pattern, decision)
 
@@ -316,6 +319,7 @@ class Agent:
             broker=self.broker,
             emit=emit,
             remember_rule=remember,
+            turn_id=turn_id,
         )
 
     async def _append(self, session: Session, message: Message) -> None:
@@ -344,6 +348,8 @@ class Agent:
 class _TurnState:
     partial: list[str] = field(default_factory=list)
     open_calls: dict[str, str] = field(default_factory=dict)
+    # One checkpoint per turn: every write of the turn is undone together.
+    turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def repair_history(history: list[Message]) -> list[Message]:

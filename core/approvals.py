@@ -12,13 +12,13 @@ import enum
 import fnmatch
 import logging
 import os
-import re
 import shlex
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from core.command_rules import assess
 from core.messages import FileDiff
 
 if TYPE_CHECKING:
@@ -31,7 +31,12 @@ __all__ = [
     "ApprovalRequest",
     "Decision",
     "Mode",
+    "Ruling",
     "Verdict",
+    "command_program",
+    "hard_refused",
+    "is_secret_path",
+    "within",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,45 +81,57 @@ class ApprovalRequest:
     diffs: list[FileDiff] = field(default_factory=list)
     command: str | None = None
     paths: list[str] = field(default_factory=list)
+    # False for what must ask every time (dangerous commands, secrets, paths outside the
+    # project): surfaces then leave "always allow" out of the choices.
+    offer_always: bool = True
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     future: asyncio.Future | None = None
+
+
+class Ruling(NamedTuple):
+    """The policy's answer for one action."""
+
+    verdict: Verdict
+    reason: str
+    offer_always: bool = True
 
 
 # Secrets always ask, whatever the mode or rules.
 _SECRET_PATTERNS = (
     ".env",
     ".env.*",
+    ".envrc",
     "*.pem",
     "*.key",
     "id_rsa*",
+    "id_dsa*",
     "id_ed25519*",
     "id_ecdsa*",
     "*.p12",
     "*.pfx",
+    "*.keystore",
+    "*.jks",
     ".netrc",
     ".npmrc",
     ".pypirc",
+    ".pgpass",
+    ".my.cnf",
+    ".htpasswd",
+    ".git-credentials",
     "credentials*",
     "*secret*",
 )
-_SECRET_DIRS = {".ssh", ".gnupg", ".aws", ".kube", ".docker"}
+_NOT_SECRETS = {".env.example", ".env.sample", ".env.template", ".env.dist"}
+# .git holds the repository itself (hooks run code; config can hold tokens).
+_SECRET_DIRS = {".ssh", ".gnupg", ".aws", ".kube", ".docker", "gcloud", ".git"}
 
-# Commands no approval unlocks: they destroy a machine, not a project.
-_REFUSED_PROGRAMS = {"shutdown", "reboot", "halt", "poweroff", "mkfs", "fdisk", "mkswap"}
-_REFUSED_FRAGMENTS = (":(){", "of=/dev/sd", "of=/dev/nvme", "of=/dev/disk", "> /dev/sd", "chmod -R 777 /")
-_PRECOMMANDS = {"sudo", "doas", "env", "nohup", "nice", "time", "command", "exec"}
-_ROOT_TARGETS = {"/", "/*", "~", "~/", "~/*", "$HOME", "${HOME}", "$HOME/", "/home", "/usr", "/etc", "/var"}
 
 def is_secret_path(path: Path) -> bool:
-    """True for files that commonly hold credentials (.env, keys, ~/.ssh ...)."""
+    """True for files that commonly hold credentials (.env, keys, ~/.ssh, .git internals ...)."""
     if any(part in _SECRET_DIRS for part in path.parts):
         return True
     name = path.name.lower()
-    return any(fnmatch.fnmatch(name, pattern) for pattern in _SECRET_PATTERNS) and name not in (
-        ".env.example",
-        ".env.sample",
-        ".env.template",
-    )
+    return any(fnmatch.fnmatch(name, pattern) for pattern in _SECRET_PATTERNS) and name not in _NOT_SECRETS
 
 
 def within(path: Path, roots: list[Path]) -> bool:
@@ -135,34 +152,13 @@ def command_program(command: str) -> str:
     return ""
 
 
-def hard_refused(command: str) -> str | None:
-    """The rule a command breaks that no approval unlocks, if any.
+def hard_refused(command: str, cwd: Path | None = None) -> str | None:
+    """Why no approval unlocks ``command`` (rm -rf /, a fork bomb, mkfs ...), or None.
 
-    Each segment of the line (split at ``;``, ``&&``, ``||``, pipes and substitutions) is
-    checked on its own, so ``echo shutdown`` is fine and ``make && sudo shutdown`` is not.
+    The line is parsed: ``echo shutdown`` is fine and ``make && sudo shutdown`` is not.
     """
-    normalised = " ".join(command.split())
-    for fragment in _REFUSED_FRAGMENTS:
-        if fragment in normalised:
-            return fragment
-    for segment in re.split(r"&&|\|\||;|\||\$\(|`|\n", command):
-        try:
-            words = shlex.split(segment, posix=True)
-        except ValueError:
-            words = segment.split()
-        while words and (words[0] in _PRECOMMANDS or ("=" in words[0] and words[0].split("=", 1)[0].isidentifier())):
-            words = words[1:]
-        if not words:
-            continue
-        program = os.path.basename(words[0])
-        if program in _REFUSED_PROGRAMS or program.startswith("mkfs."):
-            return program
-        if program == "rm":
-            flags = "".join(w.lstrip("-") for w in words[1:] if w.startswith("-") and not w.startswith("--"))
-            recursive = "r" in flags.lower() or "--recursive" in words
-            if recursive and any(w in _ROOT_TARGETS for w in words[1:] if not w.startswith("-")):
-                return "rm -r on / or a home directory"
-    return None
+    verdict = assess(command, cwd or Path.cwd())
+    return verdict.reason if verdict.level == "hard" else None
 
 
 @dataclass(slots=True)
@@ -173,35 +169,74 @@ class ApprovalPolicy:
     roots: list[Path] = field(default_factory=list)
     # (tool, pattern, decision) remembered for this project.
     rules: list[tuple[str, str, str]] = field(default_factory=list)
+    home: Path | None = None  # for telling rm -rf ~ apart; the user's home when None
 
     def decide(self, action: Action) -> tuple[Verdict, str]:
-        if action.command is not None and (rule := hard_refused(action.command)):
-            return "refuse", f"the command matches '{rule}', which is never run"
-        outside = [p for p in action.paths if not within(p, self.roots)]
-        secrets = [p for p in action.paths if is_secret_path(p)]
+        """The verdict and its reason (see ``ruling`` for whether "always" may be offered)."""
+        ruling = self.ruling(action)
+        return ruling.verdict, ruling.reason
+
+    def ruling(self, action: Action) -> Ruling:
+        if action.command is not None:
+            return self._command(action)
         if self.mode == "read-only" and not action.read_only:
-            return "refuse", "the session is in read-only mode; switch mode to allow changes"
+            return Ruling("refuse", "the session is in read-only mode; switch mode to allow changes", False)
+        outside = [p for p in action.paths if not within(p, self.roots)]
+        if outside and not action.read_only:
+            roots = ", ".join(str(r) for r in self.roots)
+            return Ruling("refuse", f"{outside[0]} is outside the project; changes are confined to {roots}", False)
+        secrets = [p for p in action.paths if is_secret_path(p)]
         if secrets:
-            return "ask", f"{secrets[0]} may hold secrets"
+            return Ruling("ask", f"{secrets[0]} may hold secrets", False)
         if outside:
-            return "ask", f"{outside[0]} is outside the project"
+            return Ruling("ask", f"{outside[0]} is outside the project", False)
         if action.read_only:
-            return "allow", "reads inside the project are allowed"
+            return Ruling("allow", "reads inside the project are allowed")
         rule = self._matching_rule(action)
         if rule == "deny":
-            return "refuse", "you chose to always reject this"
+            return Ruling("refuse", "you chose to always reject this")
         if rule == "allow":
-            return "allow", "you chose to always allow this"
+            return Ruling("allow", "you chose to always allow this")
         if self.mode == "auto":
-            return "allow", "auto mode"
+            return Ruling("allow", "auto mode")
         if self.mode == "accept-edits" and action.kind in ("edit", "delete", "move"):
-            return "allow", "accept-edits mode"
-        return "ask", "changes and commands need your approval"
+            return Ruling("allow", "accept-edits mode")
+        return Ruling("ask", "changes need your approval")
+
+    def _command(self, action: Action) -> Ruling:
+        assert action.command is not None
+        cwd = action.paths[0] if action.paths else (self.roots[0] if self.roots else Path.cwd())
+        found = assess(action.command, cwd, self.roots, self.home)
+        if found.level == "hard":
+            return Ruling("refuse", f"{found.reason}; such commands are never run", False)
+        if self.mode == "read-only":
+            return Ruling("refuse", "the session is in read-only mode; switch mode to run commands", False)
+        if found.level == "dangerous":
+            return Ruling("ask", found.reason, False)
+        if secrets := [p for p in (*found.reads, *found.writes) if is_secret_path(p)]:
+            return Ruling("ask", f"it touches {secrets[0]}, which may hold secrets", False)
+        if outside := [p for p in found.writes if not within(p, self.roots)]:
+            return Ruling("ask", f"it writes outside the project ({outside[0]})", False)
+        if not within(cwd, self.roots):
+            return Ruling("ask", f"it runs outside the project ({cwd})", False)
+        needed = found.keys or found.all_keys
+        rules = [(pattern, decision) for tool, pattern, decision in self.rules if tool == action.tool]
+        if any(decision == "deny" and _covers(pattern, key) for pattern, decision in rules for key in found.all_keys):
+            return Ruling("refuse", "you chose to always reject this command")
+        if needed and all(any(d == "allow" and _covers(p, key) for p, d in rules) for key in needed):
+            return Ruling("allow", "you chose to always allow this command")
+        if found.level == "safe" and self.mode in ("accept-edits", "auto"):
+            return Ruling("allow", "it only reads or runs the project's checks")
+        if self.mode == "auto":
+            return Ruling("allow", "auto mode")
+        return Ruling("ask", f"commands need your approval ({found.reason})")
 
     def rule_key(self, action: Action) -> tuple[str, str]:
-        """What an 'always' answer remembers: the tool, and for commands the program."""
+        """What an 'always' answer remembers: the tool, and for commands the program (and subcommand)."""
         if action.command is not None:
-            return action.tool, command_program(action.command) or "*"
+            found = assess(action.command, action.paths[0] if action.paths else Path.cwd(), self.roots, self.home)
+            keys = found.keys or found.all_keys
+            return action.tool, keys[0] if keys else "*"
         return action.tool, "*"
 
     def _matching_rule(self, action: Action) -> str | None:
@@ -210,6 +245,11 @@ class ApprovalPolicy:
             if rule_tool == tool and (rule_pattern == "*" or rule_pattern == pattern):
                 return decision
         return None
+
+
+def _covers(pattern: str, key: str) -> bool:
+    """A remembered pattern covers a command key: "*", the same key, or the key's program."""
+    return pattern == "*" or pattern == key or pattern == key.split(" ", 1)[0]
 
 
 class ApprovalBroker:

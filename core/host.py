@@ -2,11 +2,16 @@
 
 ``LocalHost`` uses this machine's filesystem and processes. Surfaces may provide their own
 (the ACP surface reads editor buffers and runs commands in the editor's terminal).
+
+Text files keep what they were: their encoding (UTF-8 with or without BOM, UTF-16 with BOM,
+Windows-1252 / Latin-1), line endings and mode survive a write, which is atomic.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import itertools
 import os
 import signal
 import tempfile
@@ -17,12 +22,35 @@ from typing import Protocol
 
 from core.events import ToolContent
 
-__all__ = ["CommandResult", "Host", "LocalHost", "child_environment", "SECRET_ENV_VARS"]
+__all__ = [
+    "BackgroundCommand",
+    "BinaryFileError",
+    "CommandResult",
+    "Host",
+    "LocalHost",
+    "OutputCapture",
+    "SECRET_ENV_VARS",
+    "TextFile",
+    "binary_kind",
+    "child_environment",
+    "decode_text",
+    "encode_text",
+    "next_job_id",
+    "read_text_file",
+    "write_atomic",
+]
 
+# Our credentials: never in a child's environment (nor in the editor terminal's, see AcpHost).
 SECRET_ENV_VARS = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
     "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
     "TELEGRAM_BOT_TOKEN",
     "HERMES_MCP_TOKEN",
 )
@@ -35,21 +63,159 @@ class CommandResult:
     truncated: bool = False
     signal: str | None = None
     timed_out: bool = False
+    omitted: int = 0  # bytes cut from the middle (head and tail kept); -1: an unknown amount
 
 
 Emit = Callable[[list[ToolContent]], Awaitable[None]]
 
 
+class BinaryFileError(UnicodeError):
+    """The file is not text; the message says what it looks like (a UnicodeError: it does not decode)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextFile:
+    """A text file's content and the encoding to write it back in."""
+
+    text: str
+    encoding: str = "utf-8"  # utf-8, utf-8-sig, utf-16-le, utf-16-be, cp1252 or latin-1
+
+
+class BackgroundCommand(Protocol):
+    """A command started with ``background``; it runs until it ends or is stopped."""
+
+    id: str
+    command: str
+
+    async def read(self, wait: float = 0) -> tuple[str, CommandResult | None]:
+        """Output since the last read (waiting up to ``wait`` s for some), and the result once ended."""
+        ...
+
+    async def stop(self) -> CommandResult:
+        """Stop it (and its children); the result holds output not read yet."""
+        ...
+
+
 class Host(Protocol):
     """File and process access for one session."""
 
+    jobs: dict[str, BackgroundCommand]
+
     async def read_text(self, path: Path) -> str: ...
 
-    async def write_text(self, path: Path, content: str) -> None: ...
+    async def read_file(self, path: Path) -> TextFile: ...
+
+    async def write_text(self, path: Path, content: str, *, encoding: str = "utf-8") -> None: ...
+
+    async def delete(self, path: Path) -> None: ...
+
+    async def move(self, source: Path, target: Path) -> None: ...
 
     async def run_command(
         self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit
     ) -> CommandResult: ...
+
+    async def start_command(self, command: str, cwd: Path, *, output_limit: int, show: Emit) -> BackgroundCommand: ...
+
+    async def aclose(self) -> None: ...
+
+
+# --- text encodings --------------------------------------------------------------------
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+_MAGIC = (
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x7fELF", "an executable (ELF)"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"SQLite format 3", "an SQLite database"),
+)
+# Bytes that plain text holds: printable ASCII, high bytes, tab, newlines, form feed, escape.
+_TEXT_BYTES = bytes([7, 8, 9, 10, 12, 13, 27, *range(32, 127), *range(128, 256)])
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What the first bytes of a file look like when it is not text, else None."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None  # UTF-16 with a BOM is text full of NULs
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    if b"\x00" in head:
+        return "binary data"
+    if head and len(head.translate(None, _TEXT_BYTES)) > len(head) * 0.3:
+        return "binary data"
+    return None
+
+
+def decode_text(data: bytes) -> TextFile:
+    """Text and encoding of a file's bytes; raises BinaryFileError for non-text."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return TextFile(data[len(bom):].decode(encoding.replace("-sig", "")), encoding)
+            except UnicodeDecodeError:
+                raise BinaryFileError(f"binary data (a {encoding} byte-order mark, then bytes that are not {encoding})") from None
+    if kind := binary_kind(data[:8192]):
+        raise BinaryFileError(kind)
+    try:
+        return TextFile(data.decode("utf-8"), "utf-8")
+    except UnicodeDecodeError:
+        pass
+    # Windows-1252 shows curly quotes where Latin-1 shows control codes; both round-trip bytes.
+    try:
+        return TextFile(data.decode("cp1252"), "cp1252")
+    except UnicodeDecodeError:
+        return TextFile(data.decode("latin-1"), "latin-1")
+
+
+def encode_text(text: str, encoding: str) -> bytes:
+    """Bytes for ``text`` in ``encoding`` (BOM included where the encoding has one)."""
+    if encoding == "utf-16-le":
+        return b"\xff\xfe" + text.encode("utf-16-le")
+    if encoding == "utf-16-be":
+        return b"\xfe\xff" + text.encode("utf-16-be")
+    return text.encode(encoding)
+
+
+def read_text_file(path: Path) -> TextFile:
+    """Read and decode a file from disk (no newline translation)."""
+    with open(path, "rb") as handle:
+        return decode_text(handle.read())
+
+
+def write_atomic(path: Path, content: str | bytes, encoding: str = "utf-8", mode: int | None = None) -> None:
+    """Write via a temporary file and rename, keeping the file's mode (or setting ``mode``)."""
+    data = content if isinstance(content, bytes) else encode_text(content, encoding)
+    path = Path(os.path.realpath(path))  # through a symlink to its target, never replacing the link
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        else:  # mkstemp makes 0600; a new file gets the usual umask-based mode
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def child_environment(secrets: list[str] = ()) -> dict[str, str]:
@@ -63,28 +229,133 @@ def child_environment(secrets: list[str] = ()) -> dict[str, str]:
     return env
 
 
-def write_atomic(path: Path, content: str) -> None:
-    """Write via a temporary file and rename, keeping the file's mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+# --- processes -------------------------------------------------------------------------
+
+_job_ids = itertools.count(1)
+# Process groups of background commands still running: ended when this process exits.
+_LIVE_GROUPS: set[int] = set()
+
+
+def next_job_id() -> str:
+    """A short id for a background command, unique in this process."""
+    return str(next(_job_ids))
+
+
+@atexit.register
+def _end_background_groups() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        _signal_group(pgid, signal.SIGTERM)
+
+
+class OutputCapture:
+    """Keeps the first and last ``limit / 2`` bytes of a stream; says how much was cut between."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def omitted(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if self.omitted <= 0:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        return f"{head}\n[... {self.omitted} bytes of output omitted ...]\n{tail}"
+
+
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _result(code: int | None, output: str, *, omitted: int = 0, timed_out: bool = False) -> CommandResult:
+    sig = signal.Signals(-code).name if code is not None and code < 0 else None
+    return CommandResult(
+        exit_code=None if sig else code,
+        output=output,
+        truncated=omitted > 0,
+        signal=sig,
+        timed_out=timed_out,
+        omitted=omitted,
+    )
+
+
+class _LocalJob:
+    """A background command on this machine, its output kept (the newest ``limit`` bytes)."""
+
+    def __init__(self, job_id: str, command: str, proc: asyncio.subprocess.Process, limit: int) -> None:
+        self.id = job_id
+        self.command = command
+        self._proc = proc
+        self._limit = limit
+        self._unread = bytearray()
+        self._dropped = 0
+        self._changed = asyncio.Event()
+        self._pump = asyncio.create_task(self._read_output())
+        _LIVE_GROUPS.add(proc.pid)
+
+    async def _read_output(self) -> None:
+        assert self._proc.stdout is not None
+        while data := await self._proc.stdout.read(65536):
+            self._unread += data
+            if len(self._unread) > self._limit:
+                cut = len(self._unread) - self._limit
+                del self._unread[:cut]
+                self._dropped += cut
+            self._changed.set()
+        await self._proc.wait()
+        _LIVE_GROUPS.discard(self._proc.pid)
+        self._changed.set()
+
+    def _take(self) -> str:
+        text = bytes(self._unread).decode("utf-8", errors="replace")
+        if self._dropped:
+            text = f"[... {self._dropped} bytes of earlier output dropped ...]\n{text}"
+        self._unread.clear()
+        self._dropped = 0
+        self._changed.clear()
+        return text
+
+    async def read(self, wait: float = 0) -> tuple[str, CommandResult | None]:
+        if wait > 0 and not self._unread and not self._pump.done():
+            try:
+                await asyncio.wait_for(self._changed.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+        text = self._take()
+        if not self._pump.done():
+            return text, None
+        return text, _result(self._proc.returncode, text)
+
+    async def stop(self) -> CommandResult:
+        if not self._pump.done():
+            _signal_group(self._proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pump), 3)
+            except asyncio.TimeoutError:
+                _signal_group(self._proc.pid, signal.SIGKILL)
+                await self._pump
+        _LIVE_GROUPS.discard(self._proc.pid)
+        text = self._take()
+        return _result(self._proc.returncode, text)
 
 
 class LocalHost:
@@ -92,37 +363,50 @@ class LocalHost:
 
     def __init__(self, secrets: list[str] | None = None) -> None:
         self._secrets = secrets or []
+        self.jobs: dict[str, BackgroundCommand] = {}
 
     async def read_text(self, path: Path) -> str:
-        return await asyncio.to_thread(_read_text, path)
+        return (await self.read_file(path)).text
 
-    async def write_text(self, path: Path, content: str) -> None:
-        await asyncio.to_thread(write_atomic, path, content)
+    async def read_file(self, path: Path) -> TextFile:
+        return await asyncio.to_thread(read_text_file, path)
 
-    async def run_command(
-        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit
-    ) -> CommandResult:
-        proc = await asyncio.create_subprocess_shell(
+    async def write_text(self, path: Path, content: str, *, encoding: str = "utf-8") -> None:
+        await asyncio.to_thread(write_atomic, path, content, encoding)
+
+    async def delete(self, path: Path) -> None:
+        await asyncio.to_thread(os.unlink, path)
+
+    async def move(self, source: Path, target: Path) -> None:
+        def move() -> None:
+            if target.exists():
+                raise FileExistsError(f"{target} already exists")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(source, target)
+
+        await asyncio.to_thread(move)
+
+    async def _spawn(self, command: str, cwd: Path) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_shell(
             command,
             cwd=str(cwd),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             env=child_environment(self._secrets),
-            start_new_session=True,  # its own process group, so cancel can stop all of it
+            start_new_session=True,  # its own process group, so stop and cancel reach all of it
         )
-        chunks: list[bytes] = []
-        size = 0
-        truncated = False
+
+    async def run_command(
+        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit
+    ) -> CommandResult:
+        proc = await self._spawn(command, cwd)
+        capture = OutputCapture(output_limit)
 
         async def pump() -> None:
-            nonlocal size, truncated
             assert proc.stdout is not None
             while data := await proc.stdout.read(65536):
-                if size < output_limit:
-                    chunks.append(data[: output_limit - size])
-                size += len(data)
-                truncated = size > output_limit
+                capture.add(data)
 
         timed_out = False
         try:
@@ -130,26 +414,25 @@ class LocalHost:
             await proc.wait()
         except asyncio.TimeoutError:
             timed_out = True
-            _kill_group(proc)
-            await proc.wait()
+            # A polite stop first (test runners clean up), then the hard one.
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 2)
+            except asyncio.TimeoutError:
+                _signal_group(proc.pid, signal.SIGKILL)
+                await proc.wait()
         except BaseException:
-            _kill_group(proc)
+            _signal_group(proc.pid, signal.SIGKILL)
             raise
-        output = b"".join(chunks).decode("utf-8", errors="replace")
-        code = proc.returncode
-        sig = signal.Signals(-code).name if code is not None and code < 0 else None
-        return CommandResult(
-            exit_code=None if sig else code, output=output, truncated=truncated, signal=sig, timed_out=timed_out
-        )
+        return _result(proc.returncode, capture.text(), omitted=capture.omitted, timed_out=timed_out)
 
+    async def start_command(self, command: str, cwd: Path, *, output_limit: int, show: Emit) -> BackgroundCommand:
+        proc = await self._spawn(command, cwd)
+        job = _LocalJob(next_job_id(), command, proc, output_limit)
+        self.jobs[job.id] = job
+        return job
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _read_text(path: Path) -> str:
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        return handle.read()
+    async def aclose(self) -> None:
+        """Stop every background command still running."""
+        jobs, self.jobs = list(self.jobs.values()), {}
+        await asyncio.gather(*(job.stop() for job in jobs), return_exceptions=True)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
+import subprocess
 from pathlib import Path
 
-__all__ = ["system_prompt"]
+__all__ = ["git_summary", "system_prompt"]
 
 _BASE = """You are Hermes, a coding agent working in the user's editor. You read, search and change \
 files and run commands through tools; the user sees every change as a diff and approves writes \
@@ -16,11 +18,55 @@ and commands.
 - If the user rejects an action, do not retry it as is; ask what they want instead.
 - Be brief. Report what you changed and anything left to do."""
 
+_AUTO = object()
 
-def system_prompt(cwd: Path, *, today: datetime.date | None = None) -> str:
-    """The prompt for a session rooted at ``cwd``. Computed once per session and kept."""
+
+def git_summary(cwd: Path, *, timeout: float = 2.0) -> str | None:
+    """One line on the repository ``cwd`` is in (branch, changed files), or None outside one.
+
+    Runs ``git status`` without optional locks, so the user's index is never written.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    try:
+        proc = subprocess.run(
+            ["git", "--no-optional-locks", "status", "--porcelain=v1", "--branch", "--untracked-files=normal"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    lines = proc.stdout.splitlines()
+    if not lines or not lines[0].startswith("## "):
+        return None
+    head = lines[0][3:]
+    if head.startswith("No commits yet on "):
+        branch = head[len("No commits yet on ") :] + " (no commits yet)"
+    elif head.startswith("HEAD (no branch)"):
+        branch = "detached HEAD"
+    else:
+        branch = head.split("...")[0].split(" ")[0]
+    changed = len(lines) - 1
+    state = f"{changed} changed file{'s' if changed != 1 else ''}" if changed else "clean"
+    return f"Git: branch {branch}, {state}"
+
+
+def system_prompt(cwd: Path, *, today: datetime.date | None = None, git: str | None | object = _AUTO) -> str:
+    """The prompt for a session rooted at ``cwd``. Computed once per session and kept.
+
+    ``git`` is the repository line (see ``git_summary``); by default it is worked out here.
+    """
     today = today or datetime.date.today()
+    if git is _AUTO:
+        git = git_summary(cwd)
+    git_line = f"\n{git}" if git else ""
     return (
-        f"{_BASE}\n\nWorking directory: {cwd}\nPlatform: {platform.system()} {platform.machine()}\n"
+        f"{_BASE}\n\nWorking directory: {cwd}{git_line}\nPlatform: {platform.system()} {platform.machine()}\n"
         f"Date: {today.isoformat()}"
     )

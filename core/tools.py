@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,17 +14,23 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from core.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision
+from core.checkpoints import Checkpoints
 from core.events import DiffContent, Event, Location, PermissionNeeded, ToolContent, ToolKind, ToolUpdated
-from core.host import Host
+from core.host import BinaryFileError, Host, TextFile, encode_text
 from core.messages import FileDiff, ToolCallPart, ToolResultMessage
 from core.models.base import ToolSpec
 
 __all__ = [
+    "FileChange",
+    "FileLedger",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolOutput",
     "ToolRejected",
+    "changed_region",
+    "display_diff",
+    "ledger_for",
     "run_tool",
     "tool",
 ]
@@ -66,10 +74,24 @@ class Tool:
 
     def spec(self) -> ToolSpec:
         schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return ToolSpec(self.name, self.description, schema)
+        defs = schema.pop("$defs", {})
+        return ToolSpec(self.name, self.description, _compact(schema, defs))
+
+
+def _compact(node: Any, defs: dict) -> Any:
+    """A schema without titles, without defaults that go without saying ("", false, 0, [], null), and
+    with nested models inlined: smaller, and every provider takes it."""
+    if isinstance(node, list):
+        return [_compact(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return _compact(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    return {
+        k: _compact(v, defs)
+        for k, v in node.items()
+        if not (k == "title" and isinstance(v, str)) and not (k == "default" and not v)
+    }
 
 
 def tool(
@@ -102,6 +124,102 @@ def tool(
 
 
 @dataclass(slots=True)
+class FileChange:
+    """One file a tool is about to change: ``after`` None deletes it, ``move_to`` renames it."""
+
+    path: Path
+    before: TextFile | None  # None: the file does not exist yet
+    after: str | None
+    encoding: str = "utf-8"
+    move_to: Path | None = None
+
+
+class FileLedger:
+    """What the agent last saw of each file, so that a write never lands on content it has not seen."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, str] = {}
+
+    def saw(self, path: Path, text: str) -> None:
+        self._seen[path] = _digest(text)
+
+    def forget(self, path: Path) -> None:
+        self._seen.pop(path, None)
+
+    def stale(self, path: Path, text: str) -> bool:
+        """True when the agent read ``path`` and it holds something else now."""
+        seen = self._seen.get(path)
+        return seen is not None and seen != _digest(text)
+
+
+_LEDGERS: OrderedDict[str, FileLedger] = OrderedDict()
+
+
+def ledger_for(session_id: str) -> FileLedger:
+    """The session's ledger (kept for the most recent sessions of this process)."""
+    ledger = _LEDGERS.pop(session_id, None) or FileLedger()
+    _LEDGERS[session_id] = ledger
+    while len(_LEDGERS) > 256:
+        _LEDGERS.popitem(last=False)
+    return ledger
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+DIFF_FULL_LIMIT = 256_000
+_CHUNK = 65536
+
+
+def changed_region(old: str, new: str, context: int = 3) -> tuple[int, int, int, int]:
+    """Where two texts differ, in whole lines plus ``context`` lines around:
+    (start, old_end, new_end) as offsets, and the 1-based line number of ``start``.
+
+    Found by comparing slices (memcmp speed), so a one-line change in a 10 MB file costs
+    milliseconds, not a line-by-line walk.
+    """
+    limit = min(len(old), len(new))
+    prefix = 0
+    while prefix < limit and old[prefix : prefix + _CHUNK] == new[prefix : prefix + _CHUNK]:
+        prefix += _CHUNK
+    prefix = min(prefix, limit)
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix, room = 0, limit - prefix
+    while suffix + _CHUNK <= room and old[len(old) - suffix - _CHUNK : len(old) - suffix] == new[len(new) - suffix - _CHUNK : len(new) - suffix]:
+        suffix += _CHUNK
+    while suffix < room and old[len(old) - suffix - 1] == new[len(new) - suffix - 1]:
+        suffix += 1
+    start = old.rfind("\n", 0, prefix) + 1
+    for _ in range(context):
+        if start == 0:
+            break
+        start = old.rfind("\n", 0, start - 1) + 1
+    ends = []
+    for text in (old, new):
+        end = len(text) - suffix
+        if end > start and text[end - 1] == "\n" and suffix:
+            end -= 1  # the change ends with a whole line: its newline is part of it
+        for _ in range(context + 1):
+            found = text.find("\n", end)
+            end = len(text) if found == -1 else found + 1
+            if end == len(text):
+                break
+        ends.append(end)
+    return start, ends[0], ends[1], old.count("\n", 0, start) + 1
+
+
+def display_diff(path: Path, old: str | None, new: str) -> FileDiff:
+    """The diff the user sees. Past DIFF_FULL_LIMIT only the changed lines (and some context)
+    travel, so that a one-line edit of a huge file does not send it twice."""
+    if old is None or len(old) + len(new) <= DIFF_FULL_LIMIT:
+        return FileDiff(path=str(path), old_text=old, new_text=new)
+    start, old_end, new_end, _ = changed_region(old, new)
+    return FileDiff(path=str(path), old_text=old[start:old_end], new_text=new[start:new_end])
+
+
+@dataclass(slots=True)
 class ToolContext:
     """What a running tool may use: the session's host, roots, approvals and the event sink."""
 
@@ -115,9 +233,18 @@ class ToolContext:
     call_id: str = ""
     tool: Tool | None = None
     remember_rule: Callable[[str, str, str], Awaitable[None]] | None = None
+    # The turn this call belongs to: a turn's first write of a file checkpoints it. Without
+    # one, each call is its own checkpoint.
+    turn_id: str | None = None
+    checkpoints: Checkpoints | None = None  # None: the state home's
+    files: FileLedger | None = None  # None: the session's (see ledger_for)
     _approved: set[Path] = field(default_factory=set)
     _command_approved: str | None = None
     _running: bool = False
+
+    def __post_init__(self) -> None:
+        if self.files is None:
+            self.files = ledger_for(self.session_id)
 
     def resolve(self, path: str) -> Path:
         """An absolute, resolved path (symlinks and '..' followed) for a path the model gave."""
@@ -134,11 +261,31 @@ class ToolContext:
         """Ask before reading outside the project or a secret; allow the rest."""
         await self._gate(Action(self._name, self._kind, True, (path,)), title=f"Read {path}")
 
-    async def approve_change(self, title: str, diffs: list[FileDiff]) -> None:
-        """Ask before writing ``diffs`` (shown to the user); raises ToolRejected on no."""
-        paths = tuple(Path(d.path) for d in diffs)
-        await self._gate(Action(self._name, self._kind, False, paths), title=title, diffs=diffs)
-        self._approved.update(paths)
+    async def read_file(self, path: Path) -> TextFile:
+        """Read a text file through the host, remembering what the agent saw of it."""
+        found = await self.host.read_file(path)
+        assert self.files is not None
+        self.files.saw(path, found.text)
+        return found
+
+    async def current(self, path: Path) -> TextFile | None:
+        """A file's content now (None when it does not exist), without counting as a read.
+
+        A binary file comes back as a stand-in text (size and hash), enough to move or delete it.
+        """
+        try:
+            return await self.host.read_file(path)
+        except FileNotFoundError:
+            return None
+        except BinaryFileError:
+            data = await asyncio.to_thread(path.read_bytes)
+            return TextFile(f"<binary file: {len(data)} bytes, sha1 {hashlib.sha1(data).hexdigest()}>", "binary")
+
+    async def approve_change(self, title: str, diffs: list[FileDiff], paths: list[Path] | None = None) -> None:
+        """Ask before changing files (``diffs`` are shown); raises ToolRejected on no."""
+        touched = tuple(paths) if paths is not None else tuple(Path(d.path) for d in diffs)
+        await self._gate(Action(self._name, self._kind, False, touched), title=title, diffs=diffs)
+        self._approved.update(touched)
 
     async def approve_command(self, command: str, cwd: Path) -> None:
         """Ask before running ``command``; raises ToolRejected on no."""
@@ -146,21 +293,118 @@ class ToolContext:
         await self._gate(action, title=f"Run `{command}`", command=command)
         self._command_approved = command
 
-    async def approve_call(self, title: str, detail: str = "") -> None:
-        """Ask before a call that changes something outside files and commands (e.g. an MCP tool)."""
-        action = Action(self._name, self._kind, False, ())
-        await self._gate(action, title=title, command=None, detail=detail or None)
+    async def approve_call(self, title: str, *, detail: str = "") -> None:
+        """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say)."""
+        await self._gate(Action(self._name, self._kind, False, ()), title=title, detail=detail)
 
-    async def write_text(self, path: Path, content: str) -> None:
+    async def apply_changes(self, title: str, changes: list[FileChange]) -> list[FileDiff]:
+        """The one way tools change files; all of ``changes`` land or none do.
+
+        Refused when a file changed since the agent read it; shown as diffs and approved;
+        re-checked after approval (the user may have typed meanwhile); checkpointed; then
+        written atomically, the already written ones put back if a later one fails.
+        """
+        assert self.files is not None
+        for change in changes:
+            if change.before is not None and self.files.stale(change.path, change.before.text):
+                raise ToolError(
+                    f"{change.path} changed since you last read it (the user or another program edited it). "
+                    "Read it again, then redo the change on what it holds now."
+                )
+            if change.after is not None:
+                _check_encodable(change.move_to or change.path, change.after, change.encoding)
+        diffs = [
+            display_diff(change.move_to or change.path, change.before.text if change.before else None, change.after if change.after is not None else "")
+            for change in changes
+            if change.move_to is None or (change.after is not None and change.before is not None and change.after != change.before.text)
+        ]
+        touched = [p for change in changes for p in (change.path, change.move_to) if p is not None]
+        await self.approve_change(title, diffs, touched)
+        for change in changes:
+            now = await self.current(change.path)
+            if (now.text if now else None) != (change.before.text if change.before else None):
+                raise ToolError(f"{change.path} changed while waiting for approval; nothing was written. Read it again and redo the change.")
+            if change.move_to is not None and change.move_to.exists():
+                raise ToolError(f"{change.move_to} already exists; nothing was changed.")
+        await self._checkpoint(touched)
+        done: list[FileChange] = []
+        try:
+            for change in changes:
+                await self._apply(change)
+                done.append(change)
+        except OSError as exc:
+            await self._roll_back(done)
+            raise ToolError(f"Changing {change.path} failed ({exc}); files changed before it were put back.") from exc
+        for change in changes:
+            if change.after is None and change.move_to is None:
+                self.files.forget(change.path)
+            elif change.move_to is not None:
+                self.files.forget(change.path)
+                self.files.saw(change.move_to, change.after if change.after is not None else change.before.text)
+            else:
+                self.files.saw(change.path, change.after)
+        await self._checkpoint(touched, written=True)
+        return diffs
+
+    async def _apply(self, change: FileChange) -> None:
+        if change.path not in self._approved:
+            raise ToolError(f"internal error: {change.path} was changed without approval")
+        if change.move_to is not None:
+            await self.host.move(change.path, change.move_to)
+            if change.after is not None and change.before is not None and change.after != change.before.text:
+                await self.host.write_text(change.move_to, change.after, encoding=change.encoding)
+        elif change.after is None:
+            await self.host.delete(change.path)
+        else:
+            await self.host.write_text(change.path, change.after, encoding=change.encoding)
+
+    async def _roll_back(self, done: list[FileChange]) -> None:
+        for change in reversed(done):
+            try:
+                if change.move_to is not None:
+                    await self.host.move(change.move_to, change.path)
+                    if change.after is None or change.before is None or change.after == change.before.text:
+                        continue
+                if change.before is None:
+                    await self.host.delete(change.path)
+                else:
+                    await self.host.write_text(change.path, change.before.text, encoding=change.before.encoding)
+            except Exception:
+                log.exception("could not put back %s", change.path)
+
+    async def _checkpoint(self, paths: list[Path], *, written: bool = False) -> None:
+        store = self.checkpoints or Checkpoints()
+        turn = self.turn_id or self.call_id or "call"
+        try:
+            if written:
+                await store.record_written(self.session_id, turn, paths)
+            else:
+                await store.snapshot(self.session_id, turn, paths)
+        except ImportError:
+            log.warning("GitPython is unavailable: changes are not checkpointed")
+        except Exception as exc:
+            if written:
+                log.warning("could not record the written state of %s: %s", paths, exc)
+                return
+            raise ToolError(f"Could not save a checkpoint before changing files ({exc}); nothing was changed.") from exc
+
+    async def write_text(self, path: Path, content: str, *, encoding: str = "utf-8") -> None:
         """Write through the host; only paths approved in this call may be written."""
         if path not in self._approved:
             raise ToolError(f"internal error: {path} was written without approval")
-        await self.host.write_text(path, content)
+        await self.host.write_text(path, content, encoding=encoding)
 
     async def run_command(self, command: str, cwd: Path, *, timeout: float, output_limit: int):
+        """Run an approved command through the host (the editor's terminal when it has one)."""
         if self._command_approved != command:
             raise ToolError("internal error: command run without approval")
         return await self.host.run_command(command, cwd, timeout=timeout, output_limit=output_limit, show=self.show)
+
+    async def start_command(self, command: str, cwd: Path, *, output_limit: int):
+        """Start an approved command in the background; it keeps running after the call."""
+        if self._command_approved != command:
+            raise ToolError("internal error: command started without approval")
+        return await self.host.start_command(command, cwd, output_limit=output_limit, show=self.show)
 
     @property
     def _name(self) -> str:
@@ -177,13 +421,13 @@ class ToolContext:
         title: str,
         diffs: list[FileDiff] | None = None,
         command: str | None = None,
-        detail: str | None = None,
+        detail: str = "",
     ) -> None:
-        verdict, reason = self.policy.decide(action)
-        if verdict == "allow":
+        ruling = self.policy.ruling(action)
+        if ruling.verdict == "allow":
             return await self._mark_running()
-        if verdict == "refuse":
-            raise ToolRejected(f"Not allowed: {reason}.")
+        if ruling.verdict == "refuse":
+            raise ToolRejected(f"Not allowed: {ruling.reason}.")
         request = await self.broker.open(
             ApprovalRequest(
                 session_id=self.session_id,
@@ -191,26 +435,27 @@ class ToolContext:
                 tool_name=action.tool,
                 tool_kind=action.kind,
                 title=title,
-                reason=detail or reason,
+                reason=detail or ruling.reason,
                 diffs=list(diffs or []),
                 command=command,
                 paths=[str(p) for p in action.paths],
+                offer_always=ruling.offer_always,
             )
         )
         await self.emit(PermissionNeeded(request))
         decision = await self.broker.wait(request)
-        if decision in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS) and self.remember_rule is not None:
+        # "Always" is remembered only where it was on offer (never for dangerous commands or secrets).
+        if decision in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS) and ruling.offer_always:
             rule_tool, pattern = self.policy.rule_key(action)
             verdict_word = "allow" if decision.allowed else "deny"
-            # Secrets and paths outside the project ask every time; "always" would be surprising there.
-            if not reason.endswith(("may hold secrets", "outside the project")):
-                self.policy.rules.insert(0, (rule_tool, pattern, verdict_word))
+            self.policy.rules.insert(0, (rule_tool, pattern, verdict_word))
+            if self.remember_rule is not None:
                 await self.remember_rule(rule_tool, pattern, verdict_word)
         if decision is Decision.CANCELLED:
             raise ToolRejected("The approval request was cancelled or timed out; nothing was changed.")
         if not decision.allowed:
             raise ToolRejected(
-                "The user rejected this action; nothing was changed. Do not retry it as is: "
+                "The user declined: they rejected this action, so nothing was done. Do not retry it as is: "
                 "ask the user what they would like instead, or try a different approach."
             )
         await self._mark_running()
@@ -220,6 +465,17 @@ class ToolContext:
         if not self._running:
             self._running = True
             await self.emit(ToolUpdated(self.call_id))
+
+
+def _check_encodable(path: Path, text: str, encoding: str) -> None:
+    try:
+        encode_text(text, encoding)
+    except UnicodeEncodeError as exc:
+        char = exc.object[exc.start]
+        raise ToolError(
+            f"{path} is encoded in {encoding}, which cannot hold {char!r} (U+{ord(char):04X}); "
+            f"use only characters that {encoding} has."
+        ) from None
 
 
 def _format_validation(tool_name: str, exc: ValidationError) -> str:

@@ -200,6 +200,8 @@ class SessionPlumbing:
 
     async def _shutdown(self, live: LiveSession, *, wait: bool = False) -> None:
         await self._wait_idle(live)
+        if hasattr(live.session.host, "aclose"):
+            await live.session.host.aclose()  # background commands stop, their terminals are released
         if live.mcp_ready is not None and not live.mcp_ready.done():
             live.mcp_ready.cancel()
         if live.mcp is not None:

@@ -74,11 +74,21 @@ class TurnSupport:
             except ModelError as exc:
                 text = exc.user_message()
         elif name == "undo":
-            text = "Undo is not available in this version."
+            text = await self._undo(session)
         else:  # pragma: no cover - parse_command only returns known names
             text = f"Unknown command /{name}."
         await send_update(self._conn, session.id, acp.update_agent_message_text(text))
         return None
+
+    async def _undo(self, session) -> str:
+        """Restore the files the last turn with changes touched (the checkpoint before it)."""
+        from core.checkpoints import Checkpoints
+
+        checkpoints = Checkpoints()
+        if not await checkpoints.list(session.id):
+            return "Nothing to undo: no turn of this session has changed files."
+        report = await checkpoints.undo_last(session.id)
+        return report.summary()
 
     async def _search_text(self, query: str) -> str:
         if not query:
@@ -103,7 +113,12 @@ class TurnSupport:
             content.append(TextContent(f"```sh\n{request.command}\n```"))
         if request.reason and not request.diffs:
             content.append(TextContent(f"Asking because {request.reason}."))
-        options = [PermissionOption(option_id=oid, name=name, kind=oid) for oid, name, _ in _OPTIONS]
+        # "Always allow" is never offered for dangerous commands.
+        options = [
+            PermissionOption(option_id=oid, name=name, kind=oid)
+            for oid, name, _ in _OPTIONS
+            if request.offer_always or oid != "allow_always"
+        ]
         decision = Decision.CANCELLED
         try:
             response = await request_permission(

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
         ("acp_startup.py", ["--rounds", "1"], "first_session_ms"),
         ("acp_cancel.py", ["--rounds", "1"], "cancel_during_command_ms"),
         ("first_request.py", [], "bytes"),
+        ("acp_replay.py", ["--rounds", "1", "--messages", "200"], "load_ms"),
+        ("edit_large_file.py", ["--rounds", "1", "--mb", "1"], "edit_file_total_ms"),
     ],
 )
 def test_benchmark_prints_its_figures(script, args, key):

@@ -200,3 +200,31 @@ async def test_images_reach_models_that_take_them(hermes_home, project):
     content = [m for m in _body(server.requests[0])["messages"] if m["role"] == "user"][-1]["content"]
     images = [p for p in content if p.get("type") == "image_url"]
     assert images and images[0]["image_url"]["url"] == f"data:image/png;base64,{pixel}"
+
+
+async def test_undo_command_restores_the_last_turns_files(hermes_home, project):
+    (project / "keep.txt").write_text("original\n")
+    script = [
+        {"tool_calls": [
+            {"id": "e", "name": "write_file", "arguments": {"path": "keep.txt", "content": "changed\n"}},
+            {"id": "n", "name": "write_file", "arguments": {"path": "new.txt", "content": "new\n"}},
+        ]},
+        {"text": "changed both"},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            assert "Nothing to undo" in await _say(conn, client, sid, "/undo")
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("change things")])
+            assert (project / "keep.txt").read_text() == "changed\n" and (project / "new.txt").exists()
+            reply = await _say(conn, client, sid, "/undo")
+    assert "Restored" in reply and "keep.txt" in reply
+    assert (project / "keep.txt").read_text() == "original\n" and not (project / "new.txt").exists()
+    assert len(server.requests) == 2, "/undo never reaches the model"
+
+
+async def _say(conn, client, sid, text):
+    before = len(client.of_kind("agent_message_chunk"))
+    await conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
+    return "".join(u.content.text for u in client.of_kind("agent_message_chunk")[before:])

@@ -68,7 +68,7 @@ async def test_edit_file_exact_once_or_says_where(root):
     ambiguous = await _run(root, "edit_file", {"path": "dup.txt", "old_string": "x = 1", "new_string": "x = 3"})
     assert ambiguous.failed and "matches 2 times" in ambiguous.result.content and "lines 1, 3" in ambiguous.result.content
     missing = await _run(root, "edit_file", {"path": "dup.txt", "old_string": "z = 9", "new_string": "z = 0"})
-    assert missing.failed and "not found" in missing.result.content
+    assert missing.failed and "not found" in missing.result.content and "lines 1, 3" not in missing.result.content
     assert (root / "dup.txt").read_text() == "x = 1\ny = 2\nx = 1\n"
     ok = await _run(root, "edit_file", {"path": "dup.txt", "old_string": "y = 2", "new_string": "y = 20"})
     assert not ok.failed and "line 2" in ok.result.content
@@ -76,7 +76,7 @@ async def test_edit_file_exact_once_or_says_where(root):
     (diff,) = ok.result.diffs
     assert diff.path == str((root / "dup.txt").resolve()) and diff.old_text == "x = 1\ny = 2\nx = 1\n"
     again = await _run(root, "edit_file", {"path": "dup.txt", "old_string": "y = 2\n", "new_string": "y = 20\n"})
-    assert not again.failed and "already contains" in again.result.content
+    assert not again.failed and "already contains" in again.result.content and "already applied" in again.result.content
 
 
 async def test_edit_preserves_crlf_and_file_mode(root):
@@ -95,15 +95,15 @@ async def test_write_file_new_file_diff_has_no_old_text(root):
     assert run.result.diffs[0].old_text is None and run.content[0].old_text is None
 
 
-async def test_list_and_grep(root):
+async def test_glob_and_grep(root):
     (root / "node_modules").mkdir()
     (root / "node_modules" / "skip.py").write_text("line 7\n")
-    listed = await _run(root, "list_files", {"pattern": "**/*.py"})
-    assert listed.result.content.splitlines() == ["src/app.py"]
+    listed = await _run(root, "glob", {"pattern": "**/*.py"})
+    assert listed.result.content.splitlines() == ["src/app.py  391B"]
     found = await _run(root, "grep", {"pattern": r"line 4\d", "glob": "*.py", "limit": 3})
     lines = found.result.content.splitlines()
     assert lines[:3] == ["src/app.py:40:line 40", "src/app.py:41:line 41", "src/app.py:42:line 42"]
-    assert "more matches" in lines[-1]
+    assert lines[-1] == "[7 more matching lines not shown; narrow the pattern, path or glob]"
     bad = await _run(root, "grep", {"pattern": "("})
     assert bad.failed and "Invalid regular expression" in bad.result.content
 
@@ -125,7 +125,7 @@ async def test_commands_do_not_inherit_api_keys(root, monkeypatch):
 
 async def test_invalid_arguments_and_unknown_tools_fail_readably(root):
     missing = await _run(root, "edit_file", {"path": "dup.txt"})
-    assert missing.failed and "old_string" in missing.result.content and "Field required" in missing.result.content
+    assert missing.failed and "old_string" in missing.result.content and "Invalid arguments for edit_file" in missing.result.content
     unknown = await run_tool(TOOLS, ToolCallPart(id="c", name="rm_everything", arguments={}), _ctx(root))
     assert unknown.failed and "Unknown tool" in unknown.result.content and "read_file" in unknown.result.content
     garbled = await run_tool(TOOLS, ToolCallPart(id="c", name="read_file", arguments={}, invalid_arguments="{oops"), _ctx(root))

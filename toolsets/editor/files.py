@@ -1,70 +1,49 @@
-"""File tools: read, write, edit. Every change is shown as a diff and approved before it lands."""
+"""File tools: read, write, delete, move. Every change is a diff the user approves first."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import BaseModel, Field
 
-from core.messages import FileDiff
-from core.tools import ToolContext, ToolError, ToolOutput, tool
+from core.tools import FileChange, ToolContext, ToolError, ToolOutput, tool
+from toolsets.editor.common import existing_text, match_conventions, read_text, shown
 
-__all__ = ["edit_file", "read_file", "write_file"]
+__all__ = ["delete_file", "move_file", "read_file", "write_file"]
 
 MAX_LINES = 2000
-MAX_BYTES = 100_000
+MAX_BYTES = 60_000
 MAX_LINE_CHARS = 2000
+EDIT_TOOLSETS = {"editor", "mcp", "gateway"}
 
 
 class ReadFileArgs(BaseModel):
-    path: str = Field(description="file path")
-    offset: int = Field(default=1, ge=1, description="first line, 1-based")
-    limit: int = Field(default=MAX_LINES, ge=1, le=MAX_LINES, description="number of lines")
-
-
-async def _read_existing(ctx: ToolContext, path: Path) -> str:
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory; use list_files to see what it holds.")
-    if path.exists() and _looks_binary(path):
-        raise ToolError(f"{path} is a binary file; it cannot be read as text.")
-    try:
-        return await ctx.host.read_text(path)
-    except FileNotFoundError:
-        raise ToolError(f"{path} does not exist. Check the path with list_files.") from None
-
-
-def _looks_binary(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(8192)
-    except OSError:
-        return False
-    return b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
+    path: str
+    offset: int = Field(default=1, ge=1, description="first line")
+    limit: int = Field(default=MAX_LINES, ge=1, le=MAX_LINES)
 
 
 @tool(
     kind="read",
     read_only=True,
     toolsets={"editor", "mcp", "gateway", "cron"},
-    title=lambda a: f"Read {a.path}",
+    title=lambda a: f"Read {a.path}" + (f" from line {a.offset}" if a.offset > 1 else ""),
     paths=lambda a: [a.path],
 )
 async def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolOutput:
-    """Read a text file with numbered lines. Long files are cut; the marker says how to read on."""
+    """Read a text file as numbered lines. Long files are cut; the marker says how to read on."""
     path = ctx.resolve(args.path)
     await ctx.check_read(path)
-    text = await _read_existing(ctx, path)
-    lines = text.splitlines()
+    found = await read_text(ctx, path, record=True)
+    lines = found.text.splitlines()
     total = len(lines)
     start = args.offset - 1
     if total and start >= total:
-        raise ToolError(f"{path} has {total} lines; offset {args.offset} is past the end.")
+        raise ToolError(f"{shown(ctx, path)} has {total} lines; offset {args.offset} is past the end.")
     out: list[str] = []
     size = 0
     end = start
     for number, line in enumerate(lines[start : start + args.limit], start=args.offset):
         if len(line) > MAX_LINE_CHARS:
-            line = line[:MAX_LINE_CHARS] + " [line cut]"
+            line = line[:MAX_LINE_CHARS] + f" [line cut: {len(line) - MAX_LINE_CHARS} more characters]"
         entry = f"{number:>6}\t{line}"
         if size + len(entry) > MAX_BYTES and out:
             break
@@ -74,86 +53,73 @@ async def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolOutput:
     body = "\n".join(out) if out else "(empty file)"
     if end < total:
         body += f"\n[truncated: showing lines {args.offset}-{end} of {total}. Read more with offset={end + 1}]"
+    if found.encoding != "utf-8":
+        body += f"\n[encoding: {found.encoding}; kept when the file is changed]"
     return ToolOutput(body)
 
 
 class WriteFileArgs(BaseModel):
-    path: str = Field(description="file path")
+    path: str
     content: str = Field(description="the whole new content")
 
 
-@tool(
-    kind="edit",
-    read_only=False,
-    toolsets={"editor", "mcp", "gateway"},
-    title=lambda a: f"Write {a.path}",
-    paths=lambda a: [a.path],
-)
+@tool(kind="edit", read_only=False, toolsets=EDIT_TOOLSETS, title=lambda a: f"Write {a.path}", paths=lambda a: [a.path])
 async def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
-    """Create a file or replace its whole content."""
+    """Create a file or replace its whole content (prefer edit_file for changes)."""
+    path = ctx.resolve(args.path)
+    before = await existing_text(ctx, path)
+    content, encoding = args.content, "utf-8"
+    if before is not None:
+        # An overwrite keeps the file's line endings, final newline and encoding.
+        content, encoding = match_conventions(before.text, content), before.encoding
+        if content == before.text:
+            return ToolOutput(f"{shown(ctx, path)} already has this content; nothing changed.")
+    verb = "Overwrote" if before is not None else "Created"
+    diffs = await ctx.apply_changes(f"{'Overwrite' if before else 'Create'} {path}", [FileChange(path, before, content, encoding)])
+    count = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    return ToolOutput(f"{verb} {shown(ctx, path)} ({count} line{'s' if count != 1 else ''}).", diffs=diffs)
+
+
+class DeleteFileArgs(BaseModel):
+    path: str
+
+
+@tool(kind="delete", read_only=False, toolsets=EDIT_TOOLSETS, title=lambda a: f"Delete {a.path}", paths=lambda a: [a.path])
+async def delete_file(ctx: ToolContext, args: DeleteFileArgs) -> ToolOutput:
+    """Delete a file (undo brings it back)."""
     path = ctx.resolve(args.path)
     if path.is_dir():
-        raise ToolError(f"{path} is a directory.")
-    try:
-        old = await ctx.host.read_text(path) if path.exists() else None
-    except FileNotFoundError:
-        old = None
-    if old == args.content:
-        return ToolOutput(f"{path} already has this content; nothing changed.")
-    diff = FileDiff(path=str(path), old_text=old, new_text=args.content)
-    await ctx.approve_change(f"{'Overwrite' if old is not None else 'Create'} {path}", [diff])
-    await ctx.write_text(path, args.content)
-    lines = args.content.count("\n") + (0 if args.content.endswith("\n") or not args.content else 1)
-    verb = "Overwrote" if old is not None else "Created"
-    return ToolOutput(f"{verb} {path} ({lines} line{'s' if lines != 1 else ''}).", diffs=[diff])
+        raise ToolError(f"{path} is a directory; delete_file removes files only.")
+    before = await ctx.current(path)
+    if before is None:
+        raise ToolError(f"{shown(ctx, path)} does not exist.")
+    diffs = await ctx.apply_changes(f"Delete {path}", [FileChange(path, before, None)])
+    return ToolOutput(f"Deleted {shown(ctx, path)}.", diffs=diffs)
 
 
-class EditFileArgs(BaseModel):
-    path: str = Field(description="file path")
-    old_string: str = Field(description="exact text to replace; must match once unless replace_all")
-    new_string: str = Field(description="replacement text")
-    replace_all: bool = Field(default=False, description="replace every match")
+class MoveFileArgs(BaseModel):
+    source: str
+    destination: str = Field(description="must not exist")
 
 
 @tool(
-    kind="edit",
+    kind="move",
     read_only=False,
-    toolsets={"editor", "mcp", "gateway"},
-    title=lambda a: f"Edit {a.path}",
-    paths=lambda a: [a.path],
+    toolsets=EDIT_TOOLSETS,
+    title=lambda a: f"Move {a.source} → {a.destination}",
+    paths=lambda a: [a.source, a.destination],
 )
-async def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolOutput:
-    """Replace exact text in a file. old_string must match exactly once unless replace_all is set."""
-    path = ctx.resolve(args.path)
-    if not args.old_string:
-        raise ToolError("old_string is empty; to create or overwrite a file use write_file.")
-    old = await _read_existing(ctx, path)
-    count = old.count(args.old_string)
-    if count == 0:
-        if args.new_string and args.new_string in old:
-            return ToolOutput(f"{path} already contains the new text; nothing changed.")
-        raise ToolError(
-            f"old_string was not found in {path}. Read the file again and copy the text exactly, "
-            "including whitespace and indentation."
-        )
-    if count > 1 and not args.replace_all:
-        lines = _match_lines(old, args.old_string)
-        raise ToolError(
-            f"old_string matches {count} times in {path} (at lines {', '.join(map(str, lines[:20]))}). "
-            "Include more surrounding text to make it unique, or set replace_all."
-        )
-    new = old.replace(args.old_string, args.new_string) if args.replace_all else old.replace(args.old_string, args.new_string, 1)
-    diff = FileDiff(path=str(path), old_text=old, new_text=new)
-    await ctx.approve_change(f"Edit {path}", [diff])
-    await ctx.write_text(path, new)
-    first = _match_lines(old, args.old_string)[0]
-    what = f"{count} replacements" if count > 1 else f"1 replacement at line {first}"
-    return ToolOutput(f"Edited {path}: {what}.", diffs=[diff])
-
-
-def _match_lines(text: str, needle: str) -> list[int]:
-    lines, start = [], 0
-    while (index := text.find(needle, start)) != -1:
-        lines.append(text.count("\n", 0, index) + 1)
-        start = index + 1
-    return lines
+async def move_file(ctx: ToolContext, args: MoveFileArgs) -> ToolOutput:
+    """Move or rename a file."""
+    source, target = ctx.resolve(args.source), ctx.resolve(args.destination)
+    if source.is_dir():
+        raise ToolError(f"{source} is a directory; move_file moves files only.")
+    if target.is_dir():
+        target = target / source.name
+    if target.exists():
+        raise ToolError(f"{shown(ctx, target)} already exists; delete it first or pick another name.")
+    before = await ctx.current(source)
+    if before is None:
+        raise ToolError(f"{shown(ctx, source)} does not exist.")
+    await ctx.apply_changes(f"Move {source} → {target}", [FileChange(source, before, None, move_to=target)])
+    return ToolOutput(f"Moved {shown(ctx, source)} to {shown(ctx, target)}.")

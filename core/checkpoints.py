@@ -1,0 +1,360 @@
+"""Checkpoints: before a turn first writes a file, the file goes into a shadow git repository.
+
+The repository is ``checkpoints/shadow.git`` in the state home: never the user's repository,
+index or stash, and it works the same outside git projects. Each session has a branch
+(``refs/heads/sessions/<id>``) with one commit per turn that changed files; the commit holds
+those files as they were before the turn (at ``files/<absolute path>``), and a manifest that
+also says which did not exist yet and what the turn last wrote.
+
+Undo restores the newest checkpoint byte for byte (mode included): created files are removed,
+deleted ones come back. What it replaces is saved first (``refs/undone/<id>``), so an undo
+loses nothing either. A file changed since the turn wrote it is a conflict: undo stops
+unless forced. GitPython is imported on first use only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+import re
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import home
+from core.host import write_atomic
+
+__all__ = ["Checkpoint", "CheckpointFile", "Checkpoints", "UndoReport", "blob_id"]
+
+MANIFEST = "manifest.json"
+MAX_FILE_BYTES = 50_000_000  # larger files are noted but not kept
+MAX_LISTED = 200
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of ``data`` (how the manifest records what a turn wrote)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFile:
+    path: str
+    existed: bool  # False: the turn created it
+    mode: int | None = None
+    after: str | None = None  # blob id of what the turn wrote last; "" deleted; None unknown
+    skipped: bool = False  # too large to keep
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    id: str  # commit id in the shadow repository
+    session_id: str
+    turn_id: str
+    created: float
+    files: tuple[CheckpointFile, ...]
+
+
+@dataclass(slots=True)
+class UndoReport:
+    """What an undo did (or, with conflicts, why it did nothing)."""
+
+    checkpoint: Checkpoint | None
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # files the turn had created
+    conflicts: list[str] = field(default_factory=list)  # changed since the turn wrote them
+    skipped: list[str] = field(default_factory=list)  # too large to have been kept
+    saved_as: str | None = None  # commit keeping the state from before the undo
+
+    @property
+    def done(self) -> bool:
+        return self.checkpoint is not None and not (self.conflicts and not self.restored and not self.removed)
+
+    def summary(self) -> str:
+        if self.checkpoint is None:
+            return "Nothing to undo: no file changes are recorded for this session."
+        if self.conflicts and not (self.restored or self.removed):
+            return (
+                "Nothing was undone: these files changed after the turn wrote them, and undo would "
+                f"overwrite that: {', '.join(self.conflicts)}. Undo with force to restore them anyway."
+            )
+        lines = [f"Undid the changes of turn {self.checkpoint.turn_id[:8]}."]
+        if self.restored:
+            lines.append("Restored: " + ", ".join(self.restored))
+        if self.removed:
+            lines.append("Removed (created by that turn): " + ", ".join(self.removed))
+        if self.skipped:
+            lines.append("Not restored (too large to keep): " + ", ".join(self.skipped))
+        if self.saved_as:
+            lines.append(f"The replaced content is kept in checkpoint {self.saved_as[:12]}.")
+        return "\n".join(lines)
+
+
+class Checkpoints:
+    """The shadow repository of one state home (``home()/checkpoints`` unless given)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self._directory = directory
+
+    @property
+    def directory(self) -> Path:
+        return self._directory or home() / "checkpoints"
+
+    @property
+    def repo_path(self) -> Path:
+        return self.directory / "shadow.git"
+
+    async def snapshot(self, session_id: str, turn_id: str, paths: Iterable[Path]) -> None:
+        """Keep each path as it is now, unless this turn's checkpoint already holds it."""
+        paths = [Path(p) for p in paths]
+        await asyncio.to_thread(self._locked, self._snapshot, session_id, turn_id, paths)
+
+    async def record_written(self, session_id: str, turn_id: str, paths: Iterable[Path]) -> None:
+        """Note what the turn wrote, so that a later undo can tell if someone changed it since."""
+        paths = [Path(p) for p in paths]
+        await asyncio.to_thread(self._locked, self._record_written, session_id, turn_id, paths)
+
+    async def list(self, session_id: str) -> list[Checkpoint]:
+        """The session's checkpoints, newest first."""
+        return await asyncio.to_thread(self._locked, self._list, session_id)
+
+    async def preview_undo(self, session_id: str) -> tuple[Checkpoint | None, list[tuple[Path, bytes | None, bytes | None]], list[str]]:
+        """The newest checkpoint, each file's (path, current bytes, restored bytes), and conflicts."""
+        return await asyncio.to_thread(self._locked, self._preview, session_id)
+
+    async def undo_last(self, session_id: str, *, force: bool = False, expect: str | None = None) -> UndoReport:
+        """Restore the newest checkpoint's files and drop it from the session's list.
+
+        ``expect``: the checkpoint id the caller showed the user; a different newest one is an error.
+        """
+        return await asyncio.to_thread(self._locked, self._undo, session_id, force, expect)
+
+    # --- the work, in a thread -------------------------------------------------------
+
+    def _locked(self, func, *args):
+        with _LOCKS_GUARD:
+            lock = _LOCKS.setdefault(self.repo_path, threading.Lock())
+        with lock:
+            repo = self._open()
+            try:
+                return func(repo, *args)
+            finally:
+                repo.close()
+
+    def _open(self) -> Any:
+        os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # no git binary is needed
+        import git
+
+        path = self.repo_path
+        if not (path / "HEAD").exists():
+            _init_bare(path)
+        with warnings.catch_warnings():
+            # The pure-Python object database spawns no `git cat-file` processes.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return git.Repo(path, odbt=git.GitDB)
+
+    def _head(self, repo: Any, session_id: str) -> Any | None:
+        import git
+
+        ref = git.Reference(repo, _ref(session_id))
+        return ref.commit if ref.is_valid() else None
+
+    def _snapshot(self, repo: Any, session_id: str, turn_id: str, paths: list[Path]) -> None:
+        head = self._head(repo, session_id)
+        manifest = _manifest(head) if head is not None else None
+        if manifest is not None and manifest["turn"] == turn_id:
+            parents, entries, files = list(head.parents), _file_entries(head), manifest["files"]
+        else:
+            parents, entries, files = [head] if head is not None else [], [], []
+            manifest = {"session": session_id, "turn": turn_id, "created": time.time()}
+        known = {f["path"] for f in files}
+        added = False
+        for path in paths:
+            if str(path) in known or not _plain_file_or_missing(path):
+                continue
+            known.add(str(path))
+            added = True
+            if not path.exists():
+                files.append({"path": str(path), "existed": False})
+                continue
+            stat = path.stat()
+            entry = {"path": str(path), "existed": True, "mode": stat.st_mode & 0o7777}
+            if stat.st_size > MAX_FILE_BYTES:
+                entry["skipped"] = True
+            else:
+                executable = bool(stat.st_mode & 0o111)
+                entries.append(_entry(repo, _tree_path(path), path.read_bytes(), executable))
+            files.append(entry)
+        if added:
+            manifest["files"] = files
+            self._commit(repo, session_id, manifest, entries, parents, f"turn {turn_id}")
+
+    def _record_written(self, repo: Any, session_id: str, turn_id: str, paths: list[Path]) -> None:
+        head = self._head(repo, session_id)
+        manifest = _manifest(head) if head is not None else None
+        if manifest is None or manifest["turn"] != turn_id:
+            return
+        wanted = {str(p) for p in paths}
+        for entry in manifest["files"]:
+            if entry["path"] in wanted:
+                path = Path(entry["path"])
+                entry["after"] = blob_id(path.read_bytes()) if path.is_file() else ""
+        self._commit(repo, session_id, manifest, _file_entries(head), list(head.parents), f"turn {turn_id}")
+
+    def _commit(self, repo: Any, session_id: str, manifest: dict, entries: list, parents: list, message: str, ref: str | None = None) -> Any:
+        import git
+        from git.index.fun import write_tree_from_cache
+
+        data = json.dumps(manifest, indent=1, sort_keys=True).encode()
+        entries = [e for e in entries if e.path != MANIFEST] + [_entry(repo, MANIFEST, data, False)]
+        entries.sort(key=lambda e: e.path)
+        binsha, _ = write_tree_from_cache(entries, repo.odb, slice(0, len(entries)))
+        actor = git.Actor("hermes-editor", "checkpoints@hermes-editor.invalid")
+        commit = git.Commit.create_from_tree(
+            repo, git.Tree(repo, binsha), message, parent_commits=parents, head=False, author=actor, committer=actor
+        )
+        git.Reference.create(repo, ref or _ref(session_id), commit, force=True)
+        return commit
+
+    def _list(self, repo: Any, session_id: str) -> list[Checkpoint]:
+        out, commit = [], self._head(repo, session_id)
+        while commit is not None and len(out) < MAX_LISTED:
+            out.append(_checkpoint(commit))
+            commit = commit.parents[0] if commit.parents else None
+        return out
+
+    def _preview(self, repo: Any, session_id: str):
+        head = self._head(repo, session_id)
+        if head is None:
+            return None, [], []
+        checkpoint = _checkpoint(head)
+        rows, conflicts = [], []
+        for f in checkpoint.files:
+            path = Path(f.path)
+            current = path.read_bytes() if path.is_file() else None
+            restored = None
+            if f.existed and not f.skipped:
+                restored = (head.tree / _tree_path(path)).data_stream.read()
+            if f.after is not None and (blob_id(current) if current is not None else "") != f.after:
+                conflicts.append(f.path)
+            rows.append((path, current, restored))
+        return checkpoint, rows, conflicts
+
+    def _undo(self, repo: Any, session_id: str, force: bool, expect: str | None) -> UndoReport:
+        checkpoint, rows, conflicts = self._preview(repo, session_id)
+        if checkpoint is None:
+            return UndoReport(None)
+        if expect is not None and checkpoint.id != expect:
+            raise RuntimeError("the newest checkpoint changed while undo was being approved; try again")
+        report = UndoReport(checkpoint, conflicts=conflicts)
+        if conflicts and not force:
+            return report
+        # Keep what is about to be replaced, on the session's "undone" chain.
+        undone_ref = f"refs/undone/{_safe(session_id)}"
+        import git
+
+        previous = git.Reference(repo, undone_ref)
+        entries, files = [], []
+        for path, current, _ in rows:
+            files.append({"path": str(path), "existed": current is not None})
+            if current is not None:
+                entries.append(_entry(repo, _tree_path(path), current, os.access(path, os.X_OK)))
+        saved = self._commit(
+            repo,
+            session_id,
+            {"session": session_id, "turn": checkpoint.turn_id, "undo_of": checkpoint.id, "created": time.time(), "files": files},
+            entries,
+            [repo.commit(checkpoint.id)] + ([previous.commit] if previous.is_valid() else []),
+            f"undo of turn {checkpoint.turn_id}",
+            ref=undone_ref,
+        )
+        report.saved_as = saved.hexsha
+        by_path = {f.path: f for f in checkpoint.files}
+        for path, current, restored in rows:
+            entry = by_path[str(path)]
+            if entry.skipped:
+                report.skipped.append(str(path))
+            elif restored is not None:
+
+                write_atomic(path, restored, mode=entry.mode)
+                report.restored.append(str(path))
+            elif current is not None:
+                path.unlink()
+                report.removed.append(str(path))
+        head = repo.commit(checkpoint.id)
+        if head.parents:
+            git.Reference.create(repo, _ref(session_id), head.parents[0], force=True)
+        else:
+            git.Reference.delete(repo, _ref(session_id))
+        return report
+
+
+def _init_bare(path: Path) -> None:
+    """A bare repository made by hand (no git binary, no environment that could redirect it)."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (tmp / sub).mkdir(parents=True, exist_ok=True)
+    (tmp / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n")
+    (tmp / "description").write_text("hermes-editor checkpoints: files as they were before each turn\n")
+    try:
+        os.rename(tmp, path)
+    except OSError:  # another process made it first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ref(session_id: str) -> str:
+    return f"refs/heads/sessions/{_safe(session_id)}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
+
+
+def _tree_path(path: Path) -> str:
+    return "files/" + str(path).replace("\\", "/").replace(":", "").lstrip("/")
+
+
+def _plain_file_or_missing(path: Path) -> bool:
+    return path.is_file() or not path.exists()
+
+
+def _entry(repo: Any, path: str, data: bytes, executable: bool) -> Any:
+    from git.index.typ import BaseIndexEntry
+    from gitdb import IStream
+
+    stream = repo.odb.store(IStream(b"blob", len(data), io.BytesIO(data)))
+    return BaseIndexEntry((0o100755 if executable else 0o100644, stream.binsha, 0, path))
+
+
+def _file_entries(commit: Any) -> list:
+    from git.index.typ import BaseIndexEntry
+
+    return [
+        BaseIndexEntry((item.mode, item.binsha, 0, item.path))
+        for item in commit.tree.traverse()
+        if item.type == "blob" and item.path != MANIFEST
+    ]
+
+
+def _manifest(commit: Any) -> dict:
+    return json.loads((commit.tree / MANIFEST).data_stream.read())
+
+
+def _checkpoint(commit: Any) -> Checkpoint:
+    manifest = _manifest(commit)
+    files = tuple(
+        CheckpointFile(f["path"], f["existed"], f.get("mode"), f.get("after"), f.get("skipped", False))
+        for f in manifest.get("files", [])
+    )
+    return Checkpoint(commit.hexsha, manifest["session"], manifest["turn"], manifest["created"], files)

@@ -1,0 +1,455 @@
+"""Shell command lines, parsed the way a shell splits them, so approvals judge structure, not text.
+
+``parse`` handles quotes and escapes, pipes, ``&&`` ``||`` ``;`` ``&``, subshells and groups,
+``$(...)``, backticks and process substitution, redirections and here-documents, function
+definitions, ``if``/``for``/``case``. ``core.command_rules.assess`` unwraps what runs other
+commands (``sudo``, ``env``, ``sh -c``, ``eval``, ``xargs``, ``find -exec`` ...) and grades each
+one: safe, normal, dangerous, or hard (never run, whatever the answer).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["ParseError", "Redirect", "Script", "SimpleCommand", "parse"]
+
+MAX_DEPTH = 8
+_OPERATORS = ("&>>", "<<<", "<<-", "&&", "||", ";;", ";&", "|&", ">>", ">|", ">&", "<&", "<>", "&>", "<<", "|", "&", ";", "<", ">", "(", ")")
+REDIRECTS = frozenset({"&>>", "<<<", "<<-", ">>", ">|", ">&", "<&", "<>", "&>", "<<", "<", ">"})
+_START_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "fi", "done", "esac"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_ANSI_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "e": "\x1b", "0": "\0"}
+
+
+class ParseError(ValueError):
+    """The line is not valid shell (an unterminated quote, say)."""
+
+
+@dataclass(slots=True)
+class Redirect:
+    op: str
+    target: str  # a path, an fd number, or a here-document's body
+    fd: str | None = None
+
+
+@dataclass(slots=True)
+class SimpleCommand:
+    """One command as the shell would run it: words after quote removal, its redirections."""
+
+    words: list[str]
+    assignments: list[str] = field(default_factory=list)
+    redirects: list[Redirect] = field(default_factory=list)
+    # Scripts inside its words and redirections: $(...), `...`, <(...), here-document bodies.
+    nested: list[Script] = field(default_factory=list)
+    pipeline: int = 0
+    background: bool = False
+    function: str | None = None  # the function whose body holds it
+
+
+@dataclass(slots=True)
+class Script:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    functions: set[str] = field(default_factory=set)
+
+    def pipeline_of(self, command: SimpleCommand) -> list[SimpleCommand]:
+        return [c for c in self.commands if c.pipeline == command.pipeline]
+
+    def walk(self):
+        """Every script in this one, itself first."""
+        yield self
+        for command in self.commands:
+            for nested in command.nested:
+                yield from nested.walk()
+
+
+def parse(text: str, depth: int = 0) -> Script:
+    """Parse a command line; raises ParseError when a shell would refuse it too."""
+    if depth > MAX_DEPTH:
+        raise ParseError("commands nested too deeply")
+    return _Builder(_Lexer(text, depth).tokens(), depth).build()
+
+
+# --- lexing ------------------------------------------------------------------------------
+
+
+def match_paren(s: str, i: int) -> int:
+    """Index of the ``)`` closing the ``(`` at ``i`` (quotes and nesting respected), or -1."""
+    depth, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            j = s.find("'", i + 1)
+            if j < 0:
+                return -1
+            i = j + 1
+            continue
+        if c == '"':
+            i = _skip_double(s, i)
+            if i < 0:
+                return -1
+            continue
+        if c == "`":
+            j = _find_backtick(s, i + 1)
+            if j < 0:
+                return -1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _skip_double(s: str, i: int) -> int:
+    i += 1
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+        elif c == '"':
+            return i + 1
+        elif c == "$" and s.startswith("$(", i):
+            j = match_paren(s, i + 1)
+            if j < 0:
+                return -1
+            i = j + 1
+        elif c == "`":
+            j = _find_backtick(s, i + 1)
+            if j < 0:
+                return -1
+            i = j + 1
+        else:
+            i += 1
+    return -1
+
+
+def _find_backtick(s: str, i: int) -> int:
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+        elif s[i] == "`":
+            return i
+        else:
+            i += 1
+    return -1
+
+
+class _Lexer:
+    """Turns text into tokens: ("w", value, nested, raw), ("op", op), ("io", fd), ("nl",)."""
+
+    def __init__(self, text: str, depth: int) -> None:
+        self.s = text
+        self.i = 0
+        self.depth = depth
+        self.pending: list[tuple[int, str, bool, bool]] = []  # (token index, delimiter, strip tabs, quoted)
+        self.out: list[tuple] = []
+
+    def tokens(self) -> list[tuple]:
+        s = self.s
+        while True:
+            while self.i < len(s) and s[self.i] in " \t\r":
+                self.i += 1
+            if self.i >= len(s):
+                break
+            c = s[self.i]
+            if c == "\\" and s.startswith("\\\n", self.i):
+                self.i += 2
+            elif c == "\n":
+                self.out.append(("nl",))
+                self.i += 1
+                self._heredoc_bodies()
+            elif c == "#":
+                end = s.find("\n", self.i)
+                self.i = len(s) if end < 0 else end
+            elif c in "<>" and s.startswith("(", self.i + 1):
+                j = match_paren(s, self.i + 1)
+                if j < 0:
+                    raise ParseError("unterminated process substitution")
+                nested = parse(s[self.i + 2 : j], self.depth + 1)
+                self.out.append(("w", s[self.i : j + 1], [nested], s[self.i : j + 1]))
+                self.i = j + 1
+            elif op := next((o for o in _OPERATORS if s.startswith(o, self.i)), None):
+                self.i += len(op)
+                self.out.append(("op", op))
+                if op in ("<<", "<<-"):
+                    self._heredoc_start(op == "<<-")
+            else:
+                start = self.i
+                value, nested = self._word()
+                raw = s[start : self.i]
+                if raw.isdigit() and self.i < len(s) and s[self.i] in "<>":
+                    self.out.append(("io", raw))
+                else:
+                    self.out.append(("w", value, nested, raw))
+        if self.pending:
+            self._heredoc_bodies()
+        return self.out
+
+    def _heredoc_start(self, strip_tabs: bool) -> None:
+        while self.i < len(self.s) and self.s[self.i] in " \t":
+            self.i += 1
+        start = self.i
+        value, _ = self._word()
+        raw = self.s[start : self.i]
+        self.pending.append((len(self.out), value, strip_tabs, raw != value))
+        self.out.append(("w", value, [], raw))
+
+    def _heredoc_bodies(self) -> None:
+        s = self.s
+        for index, delimiter, strip_tabs, quoted in self.pending:
+            lines = []
+            while self.i < len(s):
+                end = s.find("\n", self.i)
+                line = s[self.i :] if end < 0 else s[self.i : end]
+                self.i = len(s) if end < 0 else end + 1
+                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                    break
+                lines.append(line)
+            body = "\n".join(lines)
+            nested = [] if quoted else _body_substitutions(body, self.depth)
+            self.out[index] = ("w", body, nested, body)
+        self.pending = []
+
+    def _word(self) -> tuple[str, list[Script]]:
+        s, out, nested = self.s, [], []
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t\r\n;&|<>()":
+                break
+            if c == "\\":
+                nxt = s[self.i + 1 : self.i + 2]
+                if nxt != "\n":
+                    out.append(nxt)
+                self.i += 2
+            elif c == "'":
+                j = s.find("'", self.i + 1)
+                if j < 0:
+                    raise ParseError("unterminated single quote")
+                out.append(s[self.i + 1 : j])
+                self.i = j + 1
+            elif c == '"':
+                self.i += 1
+                self._double(out, nested)
+            elif c == "$":
+                self._dollar(out, nested)
+            elif c == "`":
+                self._backtick(out, nested)
+            else:
+                out.append(c)
+                self.i += 1
+        return "".join(out), nested
+
+    def _double(self, out: list[str], nested: list[Script]) -> None:
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if c == '"':
+                self.i += 1
+                return
+            if c == "\\":
+                nxt = s[self.i + 1 : self.i + 2]
+                if nxt in ('"', "\\", "$", "`"):
+                    out.append(nxt)
+                elif nxt != "\n":
+                    out.append(c + nxt)
+                self.i += 2
+            elif c == "$":
+                self._dollar(out, nested)
+            elif c == "`":
+                self._backtick(out, nested)
+            else:
+                out.append(c)
+                self.i += 1
+        raise ParseError("unterminated double quote")
+
+    def _dollar(self, out: list[str], nested: list[Script]) -> None:
+        s, i = self.s, self.i
+        if s.startswith("$((", i) or s.startswith("$(", i):
+            j = match_paren(s, i + 1)
+            if j < 0:
+                raise ParseError("unterminated $(")
+            if not s.startswith("$((", i):
+                nested.append(parse(s[i + 2 : j], self.depth + 1))
+            out.append(s[i : j + 1])  # kept as written, so that `sh -c` / eval can re-parse it
+            self.i = j + 1
+        elif s.startswith("${", i):
+            j = s.find("}", i)
+            if j < 0:
+                raise ParseError("unterminated ${")
+            out.append(s[i : j + 1])
+            self.i = j + 1
+        elif s.startswith("$'", i):
+            self.i = i + 2
+            while self.i < len(s) and s[self.i] != "'":
+                if s[self.i] == "\\" and self.i + 1 < len(s):
+                    out.append(_ANSI_ESCAPES.get(s[self.i + 1], "\\" + s[self.i + 1]))
+                    self.i += 2
+                else:
+                    out.append(s[self.i])
+                    self.i += 1
+            if self.i >= len(s):
+                raise ParseError("unterminated $'")
+            self.i += 1
+        else:
+            out.append("$")
+            self.i += 1
+
+    def _backtick(self, out: list[str], nested: list[Script]) -> None:
+        j = _find_backtick(self.s, self.i + 1)
+        if j < 0:
+            raise ParseError("unterminated backquote")
+        nested.append(parse(self.s[self.i + 1 : j].replace("\\`", "`"), self.depth + 1))
+        out.append(self.s[self.i : j + 1])
+        self.i = j + 1
+
+
+def _body_substitutions(body: str, depth: int) -> list[Script]:
+    """Commands a here-document runs when expanded: its $(...) and backquotes."""
+    found, i = [], 0
+    while i < len(body):
+        if body.startswith("$(", i) and not body.startswith("$((", i):
+            j = match_paren(body, i + 1)
+            if j < 0:
+                break
+            found.append(parse(body[i + 2 : j], depth + 1))
+            i = j + 1
+        elif body[i] == "`":
+            j = _find_backtick(body, i + 1)
+            if j < 0:
+                break
+            found.append(parse(body[i + 1 : j], depth + 1))
+            i = j + 1
+        else:
+            i += 1
+    return found
+
+
+# --- building commands --------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, tokens: list[tuple], depth: int) -> None:
+        self.toks = tokens
+        self.depth = depth
+        self.script = Script()
+        self.pipeline = 0
+        self.functions: list[tuple[str, int]] = []  # (name, brace depth of its body)
+        self.braces = 0
+        self.pending_function: str | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.words: list[str] = []
+        self.assignments: list[str] = []
+        self.redirects: list[Redirect] = []
+        self.nested: list[Script] = []
+
+    def _finish(self, *, background: bool = False, pipe: bool = False) -> None:
+        if self.words or self.redirects or self.assignments:
+            self.script.commands.append(
+                SimpleCommand(
+                    self.words,
+                    self.assignments,
+                    self.redirects,
+                    self.nested,
+                    self.pipeline,
+                    background,
+                    self.functions[-1][0] if self.functions else None,
+                )
+            )
+        self._reset()
+        if not pipe:
+            self.pipeline += 1
+
+    def build(self) -> Script:
+        toks, i = self.toks, 0
+        skipping: str | None = None  # "for": skip `NAME in WORDS` to the separator; "case": to `in`
+        in_patterns = False  # reading a case clause's patterns, up to ")"
+        cases = 0
+        while i < len(toks):
+            tok = toks[i]
+            fd = None
+            if tok[0] == "io":
+                fd, i = tok[1], i + 1
+                tok = toks[i] if i < len(toks) else ("nl",)
+            if tok[0] == "op" and tok[1] in REDIRECTS:
+                if i + 1 >= len(toks) or toks[i + 1][0] != "w":
+                    raise ParseError(f"a redirection ({tok[1]}) without a target")
+                target = toks[i + 1]
+                self.redirects.append(Redirect(tok[1], target[1], fd))
+                self.nested.extend(target[2])
+                i += 2
+                continue
+            i += 1
+            if skipping:
+                if skipping == "case" and tok[0] == "w" and tok[3] == "in":
+                    skipping, in_patterns = None, True
+                elif skipping == "for" and (tok[0] == "nl" or tok[0] == "op" and tok[1] in (";", "&")):
+                    skipping = None
+                continue
+            if in_patterns:
+                if tok[0] == "w" and tok[3] == "esac":
+                    in_patterns, cases = False, cases - 1
+                elif tok[0] == "op" and tok[1] == ")":
+                    in_patterns = False
+                continue
+            if tok[0] == "nl":
+                self._finish()
+            elif tok[0] == "op":
+                op = tok[1]
+                if op in ("|", "|&"):
+                    self._finish(pipe=True)
+                elif op == "(" and len(self.words) == 1 and not self.assignments and i < len(toks) and toks[i] == ("op", ")"):
+                    self.pending_function = self.words[0]
+                    self._reset()
+                    i += 1
+                else:
+                    self._finish(background=op == "&")
+                    in_patterns = cases > 0 and op in (";;", ";&")
+            else:
+                _, value, nested, raw = tok
+                if not self.words and self._keyword(raw, value):
+                    if raw in ("for", "select", "case"):
+                        skipping = "case" if raw == "case" else "for"
+                        cases += raw == "case"
+                    elif raw == "esac":
+                        cases -= 1
+                    elif raw == "function" and i < len(toks) and toks[i][0] == "w":
+                        self.pending_function = toks[i][3]
+                        i += 1
+                        if toks[i : i + 2] == [("op", "("), ("op", ")")]:
+                            i += 2
+                    continue
+                if not self.words and _ASSIGNMENT.match(raw):
+                    self.assignments.append(value)
+                else:
+                    self.words.append(value)
+                self.nested.extend(nested)
+        self._finish()
+        return self.script
+
+    def _keyword(self, raw: str, value: str) -> bool:
+        """Reserved words at a command's start; braces open and close groups and function bodies."""
+        if raw != value:
+            return False
+        if raw == "{":
+            self.braces += 1
+            if self.pending_function:
+                self.functions.append((self.pending_function, self.braces))
+                self.script.functions.add(self.pending_function)
+                self.pending_function = None
+            return True
+        if raw == "}":
+            if self.functions and self.functions[-1][1] == self.braces:
+                self.functions.pop()
+            self.braces -= 1
+            return True
+        return raw in _START_KEYWORDS or raw in ("for", "select", "case", "function")
