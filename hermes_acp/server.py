@@ -43,6 +43,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         self._store = None
         self._sessions: dict[str, LiveSession] = {}
         self._closing: set[asyncio.Task] = set()
+        self._watch: asyncio.Task | None = None
         self._redactor = redactor
         self._terminal_auth = False
 
@@ -177,6 +178,10 @@ class HermesAgent(SessionPlumbing, TurnSupport):
             max_steps=config.max_steps,
             max_tokens=config.max_tokens,
         )
+        from core.approval_watch import watch_foreign_answers
+
+        # Questions of this process may be answered elsewhere (hermes-mcp, the gateway).
+        self._watch = asyncio.create_task(watch_foreign_answers(self._agent.broker, self._store))
         return self._agent
 
     # --- sessions ----------------------------------------------------------------------
@@ -359,6 +364,8 @@ class HermesAgent(SessionPlumbing, TurnSupport):
                 await model.aclose()
             except Exception:
                 log.debug("model close failed", exc_info=True)
+        if self._watch is not None:
+            self._watch.cancel()
         if self._store is not None:
             await self._store.close()
 

@@ -120,8 +120,8 @@ class TurnSupport:
             if request.offer_always or oid != "allow_always"
         ]
         decision = Decision.CANCELLED
-        try:
-            response = await request_permission(
+        asking = asyncio.ensure_future(
+            request_permission(
                 self._conn,
                 session_id,
                 ToolCallUpdate(
@@ -133,10 +133,20 @@ class TurnSupport:
                 ),
                 options,
             )
+        )
+        try:
+            # The question may be answered elsewhere first (hermes-mcp, the gateway): stop waiting then.
+            waits = {asking} | ({request.future} if request.future is not None else set())
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if not asking.done():
+                asking.cancel()
+                return
+            response = asking.result()
             outcome = response.outcome
             if getattr(outcome, "outcome", None) == "selected":
                 decision = next((d for oid, _, d in _OPTIONS if oid == outcome.option_id), Decision.REJECT_ONCE)
         except asyncio.CancelledError:
+            asking.cancel()
             raise
         except Exception as exc:
             log.warning("permission request failed (%s); treating it as rejected", exc)

@@ -73,6 +73,9 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
+    # Stream chunks go out as written: with Nagle's algorithm each small write would wait for
+    # the client's delayed ACK (~40 ms), and the scripted model would look slow.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         # The demo runs this next to an editor whose stdio must stay clean.

@@ -322,3 +322,23 @@ async def test_api_key_never_reaches_store_logs_or_user(hermes_home, project):
         everything.append(path.read_bytes().decode("utf-8", "replace"))
     assert any("redacted" in text or "auth" in text for text in everything)
     assert not [text for text in everything if key in text]
+
+
+async def test_an_approval_answered_in_another_process_unblocks_the_turn(hermes_home, project):
+    """The store's approvals table is shared: hermes-mcp or the gateway can answer first."""
+    script = [_tool_call("write_file", {"path": "remote.txt", "content": "approved elsewhere\n"}), {"text": "written"}]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="wait")  # the editor never answers
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = await _session(conn, project)
+            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("write remotely")]))
+            await asyncio.wait_for(client.permission_event.wait(), 10)
+            store = await SessionStore.open(hermes_home / "state.db")
+            try:
+                (pending,) = await store.pending_approvals(sid)
+                assert await store.resolve_approval(pending.id, "allowed", "mcp")
+            finally:
+                await store.close()
+            response = await asyncio.wait_for(turn, 15)
+    assert response.stop_reason == "end_turn"
+    assert (project / "remote.txt").read_text() == "approved elsewhere\n"

@@ -1,0 +1,132 @@
+"""The ``initialize`` answer, built without the MCP SDK, so that a client gets it in milliseconds.
+
+Importing the SDK takes about half a second on a small machine (its protocol types for two
+eras). ``hermes-mcp`` answers the client's ``initialize`` from here while the SDK loads in a
+background thread, then hands the same ``initialize`` to the SDK (whose own answer is
+dropped) so that its connection state is exactly as if it had answered. A test checks that
+both answers are identical, so this module cannot drift from the SDK silently.
+
+Standard library only: this runs before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "INSTRUCTIONS",
+    "LATEST_HANDSHAKE_VERSION",
+    "SERVER_NAME",
+    "SERVER_TITLE",
+    "capabilities",
+    "initialize_answer",
+    "initialize_request_id",
+    "server_version",
+]
+
+SERVER_NAME = "hermes"
+SERVER_TITLE = "Hermes"
+# The SDK's mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS (a test keeps them equal).
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[-1]
+
+INSTRUCTIONS = """Hermes is a coding agent with its own history, skills and memory, shared with the \
+user's editors. Use it for work in a project directory:
+- ask: a small request that finishes within a minute (returns the result, or a task id to follow).
+- task_start, then task_wait until the status is done: longer work. Results list changed files as diffs.
+- needs_approval: a change waits for the user. Clients with elicitation get a form; otherwise show \
+the user the approval (approvals_list) and answer with approval_respond only with their decision.
+- sessions_search / sessions_list / session_read: past conversations from every surface.
+- skills_list / skill_view, memory_read / memory_add: what the agent knows how to do and remembers."""
+
+_version: str | None = None
+
+
+def server_version() -> str:
+    """The installed hermes-editor version (read once)."""
+    global _version
+    if _version is None:
+        _version = _dist_info_version() or _metadata_version()
+    return _version
+
+
+def _dist_info_version() -> str | None:
+    # importlib.metadata takes ~30 ms to import and scan; the dist-info directory's name holds
+    # the version, and finding it is a listdir of the few sys.path entries.
+    import os
+    import sys
+
+    prefix, suffix = "hermes_editor-", ".dist-info"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(prefix) and name.endswith(suffix):
+                return name[len(prefix) : -len(suffix)]
+    return None
+
+
+def _metadata_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hermes-editor")
+    except Exception:  # not installed as a distribution (a bare checkout)
+        return "0.0.0"
+
+
+def capabilities() -> dict[str, Any]:
+    """What this server offers in the handshake era: list-changed notices for prompts and resources."""
+    return {
+        "prompts": {"listChanged": True},
+        "resources": {"subscribe": False, "listChanged": True},
+        "tools": {"listChanged": False},
+    }
+
+
+def initialize_request_id(line: bytes | str) -> int | str | None:
+    """The id of a well-formed ``initialize`` request on this line, else None.
+
+    Anything unusual (a batch, missing fields, odd types) returns None, and the SDK answers it
+    itself with the proper error.
+    """
+    try:
+        message = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") != "initialize":
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
+        return None
+    if not isinstance(params.get("capabilities"), dict):
+        return None
+    info = params.get("clientInfo")
+    if not isinstance(info, dict) or not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
+        return None
+    return request_id
+
+
+def initialize_answer(line: bytes | str) -> bytes | None:
+    """The JSON-RPC response line for an ``initialize`` request, or None to leave it to the SDK."""
+    request_id = initialize_request_id(line)
+    if request_id is None:
+        return None
+    requested = json.loads(line)["params"]["protocolVersion"]
+    # The SDK's rule: the client's version when we speak it, else our newest handshake version.
+    version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
+    result = {
+        "protocolVersion": version,
+        "capabilities": capabilities(),
+        "serverInfo": {"name": SERVER_NAME, "title": SERVER_TITLE, "version": server_version()},
+        "instructions": INSTRUCTIONS,
+    }
+    response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return (json.dumps(response, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")

@@ -1,0 +1,346 @@
+"""Tasks: agent turns that run in this process while MCP calls come and go.
+
+A task is one turn of a session (new, or continued from any surface: the store is shared).
+It starts at once and runs in the background; its events are folded into a small state that
+``task_status`` / ``task_wait`` / ``ask`` report. Every message is persisted by the core as
+it completes, so the conversation outlives the task (and this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.events import (
+    DiffContent,
+    Notice,
+    PermissionNeeded,
+    TextDelta,
+    TitleChanged,
+    ToolFinished,
+    ToolStarted,
+    ToolUpdated,
+    TurnEnded,
+)
+from hermes_mcp.views import RESULT_BUDGET, ChangedFile, Step, TaskView, clip, clip_tail, json_size, unified_diff
+
+if TYPE_CHECKING:
+    from core.agent import Session
+    from core.approvals import ApprovalRequest
+    from hermes_mcp.runtime import Runtime
+
+__all__ = ["MODES", "Task", "TaskError", "TaskManager"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("read-only", "ask", "accept-edits", "auto")
+MAX_TASKS_KEPT = 200
+REPLY_CHARS = 16_000
+STEPS_SHOWN = 40
+DIFF_BUDGET = 28_000
+DIFF_PER_FILE = 12_000
+
+
+class TaskError(Exception):
+    """A request about tasks that cannot be met; the message says why and what to do."""
+
+
+@dataclass(eq=False)
+class Task:
+    """One running or finished turn, as the MCP tools see it."""
+
+    id: str
+    session: Session
+    prompt: str
+    mode: str
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    reply: list[str] = field(default_factory=list)
+    steps: OrderedDict[str, Step] = field(default_factory=OrderedDict)
+    # path -> [text before the task's first change, text after its last]
+    changes: OrderedDict[str, list[str | None]] = field(default_factory=OrderedDict)
+    approvals: list[ApprovalRequest] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    error: str | None = None
+    version: int = 0
+    runner: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.ended is not None
+
+    @property
+    def status(self) -> str:
+        if self.finished:
+            if self.error:
+                return "failed"
+            return "cancelled" if self.stop_reason == "cancelled" else "done"
+        return "needs_approval" if self.open_approvals() else "running"
+
+    def open_approvals(self) -> list[ApprovalRequest]:
+        return [r for r in self.approvals if r.future is not None and not r.future.done()]
+
+    def headline(self) -> str:
+        """One line for a progress notice."""
+        if self.finished:
+            return f"Task {self.status}"
+        waiting = self.open_approvals()
+        if waiting:
+            return f"Waiting for approval: {waiting[0].title}"
+        running = [s for s in self.steps.values() if s.status == "running"]
+        if running:
+            return running[-1].title
+        return "Writing the reply" if self.reply else "Thinking"
+
+    async def wait_change(self, timeout: float) -> None:
+        """Return when the task changes, or after ``timeout`` seconds."""
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), max(timeout, 0))
+        except TimeoutError:
+            pass
+
+    def touch(self) -> None:
+        self.version += 1
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def observe(self, event: Any) -> None:
+        """Fold one core event into the task's state."""
+        if isinstance(event, TextDelta):
+            self.reply.append(event.text)
+        elif isinstance(event, ToolStarted):
+            self.steps[event.call_id] = Step(id=event.call_id, tool=event.name, title=event.title[:200], status="running")
+        elif isinstance(event, ToolUpdated):
+            step = self.steps.get(event.call_id)
+            if step is not None and event.title:
+                step.title = event.title[:200]
+        elif isinstance(event, ToolFinished):
+            step = self.steps.get(event.call_id)
+            if step is not None:
+                step.status = event.status
+            if event.status == "completed":
+                for item in event.content:
+                    if isinstance(item, DiffContent):
+                        self._record_change(item)
+        elif isinstance(event, PermissionNeeded):
+            request = event.request
+            self.approvals.append(request)  # type: ignore[arg-type]
+            future = getattr(request, "future", None)
+            if future is not None:
+                future.add_done_callback(lambda _f: self.touch())
+        elif isinstance(event, TitleChanged):
+            self.session.title = event.title
+        elif isinstance(event, Notice):
+            self.notices = (self.notices + [event.text[:500]])[-10:]
+        elif isinstance(event, TurnEnded):
+            self.stop_reason = event.stop_reason
+            self.error = event.error
+            self.ended = time.time()
+        else:
+            return  # thoughts, usage, plans: not part of what a client reads
+        self.touch()
+
+    def _record_change(self, diff: DiffContent) -> None:
+        entry = self.changes.get(diff.path)
+        if entry is None:
+            self.changes[diff.path] = [diff.old_text, diff.new_text]
+        else:
+            entry[1] = diff.new_text
+
+    def view(self, *, next_hint: str = "") -> TaskView:
+        """The task as a result, within the result budget."""
+        from hermes_mcp.approvals import request_view
+
+        cwd = self.session.cwd
+        reply, cut = clip_tail("".join(self.reply), REPLY_CHARS, f"read the whole reply with session_read(session_id='{self.session.id}')")
+        steps = list(self.steps.values())[-STEPS_SHOWN:]
+        view = TaskView(
+            task_id=self.id,
+            session_id=self.session.id,
+            status=self.status,  # type: ignore[arg-type]
+            cwd=str(cwd),
+            mode=self.mode,
+            title=self.session.title,
+            reply=reply,
+            reply_truncated=cut,
+            steps=steps,
+            approvals=[request_view(r, self.session, task_id=self.id) for r in self.open_approvals()],
+            changed_files=self._changed_files(DIFF_BUDGET, cwd),
+            notices=list(self.notices),
+            stop_reason=self.stop_reason,
+            error=self.error,
+            elapsed_seconds=round((self.ended or time.time()) - self.started, 1),
+            next=next_hint or self.next_hint(),
+        )
+        # Diffs are the part that can still be large: halve their budget until the result fits.
+        budget = DIFF_BUDGET
+        while json_size(view) > RESULT_BUDGET and budget > 500:
+            budget //= 2
+            view.changed_files = self._changed_files(budget, cwd)
+        return view
+
+    def _changed_files(self, budget: int, cwd: Path) -> list[ChangedFile]:
+        out = []
+        left = budget
+        for path, (old, new) in self.changes.items():
+            diff = unified_diff(path, old, new, cwd)
+            limit = max(min(DIFF_PER_FILE, left), 200)
+            shown, cut = clip(diff, limit, "read the file for the rest")
+            out.append(ChangedFile(path=path, diff=shown, truncated=cut))
+            left -= len(shown)
+        return out
+
+    def next_hint(self) -> str:
+        status = self.status
+        if status == "needs_approval":
+            first = self.open_approvals()[0]
+            return (
+                f"Waiting for the user's approval of: {first.title}. Show them what it does (see approvals), ask, "
+                f"then call approval_respond(approval_id='{first.id}', decision='allow' or 'deny') with their answer; "
+                "then task_wait. They can also answer in their editor."
+            )
+        if status == "running":
+            return f"Still running: call task_wait(task_id='{self.id}') to follow it."
+        if status == "failed":
+            return "The task failed; the error says why. The conversation is saved: continue it with task_start(session_id=...)."
+        if status == "cancelled":
+            return "Cancelled. What was done so far is kept; continue with task_start(session_id=...)."
+        return f"Done. Continue the conversation with task_start(session_id='{self.session.id}', prompt=...)."
+
+
+class TaskManager:
+    """Starts, tracks and cancels this process's tasks."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._tasks: OrderedDict[str, Task] = OrderedDict()
+        self._sessions: dict[str, Session] = {}
+
+    def get(self, task_id: str) -> Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise TaskError(
+                f"No task {task_id!r} in this server. Tasks live as long as the hermes-mcp process; "
+                "their conversations are saved: find them with sessions_list or sessions_search."
+            )
+        return task
+
+    def for_request(self, approval_id: str) -> Task | None:
+        """The task that waits on this approval, if it is one of ours."""
+        for task in self._tasks.values():
+            if any(r.id == approval_id for r in task.approvals):
+                return task
+        return None
+
+    def running(self) -> list[Task]:
+        return [t for t in self._tasks.values() if not t.finished]
+
+    async def start(self, prompt: str, *, cwd: str | None, session_id: str | None, mode: str) -> Task:
+        """Start a turn now and return at once; raises TaskError or runtime.NotReady."""
+        from core.host import LocalHost
+        from core.messages import UserMessage
+
+        if mode not in MODES:
+            raise TaskError(f"mode must be one of {', '.join(MODES)}")
+        if mode == "auto" and not self._runtime.allow_auto:
+            raise TaskError(
+                "mode 'auto' (no approvals) is off for MCP clients; use 'accept-edits' or 'ask', "
+                "or start hermes-mcp with --allow-auto."
+            )
+        if not prompt.strip():
+            raise TaskError("prompt is empty")
+        agent = await self._runtime.agent()
+        store = await self._runtime.store()
+        path = _directory(cwd) if cwd else None
+        host = LocalHost(self._runtime.secrets)
+        if session_id:
+            record = await store.get_session(session_id)
+            if record is None:
+                raise TaskError(f"No session {session_id!r}. Find sessions with sessions_list or sessions_search.")
+            path = path or _directory(record.cwd)
+            session = self._sessions.get(session_id)
+            if session is None or session.cwd != path.resolve():
+                session = await agent.open_session(session_id, host, cwd=path, mode=mode)  # type: ignore[arg-type]
+                if session is None:
+                    raise TaskError(f"No session {session_id!r}.")
+                self._sessions[session_id] = session
+        else:
+            if path is None:
+                raise TaskError("cwd is required for a new task: the absolute path of the project directory.")
+            session = await agent.new_session(path, host, mode=mode)  # type: ignore[arg-type]
+            self._sessions[session.id] = session
+        session.policy.mode = mode  # type: ignore[assignment]
+        self._runtime.add_project(session.cwd)
+        task = Task(id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode)
+        self._tasks[task.id] = task
+        self._forget_old()
+        task.runner = asyncio.create_task(self._run(task, UserMessage.of(prompt)), name=f"task-{task.id}")
+        log.info("task %s started in session %s (%s, mode %s)", task.id, session.id, session.cwd, mode)
+        return task
+
+    async def _run(self, task: Task, message: Any) -> None:
+        agent = self._runtime.agent_if_built
+        assert agent is not None
+        try:
+            async for event in agent.run_turn(task.session, message):
+                task.observe(event)
+        except Exception as exc:  # the core ends turns itself; this is a last resort
+            log.exception("task %s failed", task.id)
+            task.error = self._runtime.redact(f"{type(exc).__name__}: {exc}")
+        finally:
+            if not task.finished:
+                task.ended = time.time()
+                task.stop_reason = task.stop_reason or "cancelled"
+            if task.error:
+                task.error = self._runtime.redact(task.error)
+            task.touch()
+            log.info("task %s ended: %s", task.id, task.status)
+
+    async def cancel(self, task_id: str) -> Task:
+        """Stop the task's turn (model stream, tools, its questions) and wait briefly for it to end."""
+        task = self.get(task_id)
+        agent = self._runtime.agent_if_built
+        if not task.finished and agent is not None:
+            agent.cancel(task.session)
+            if task.runner is not None:
+                await asyncio.wait([task.runner], timeout=10)
+        return task
+
+    def _forget_old(self) -> None:
+        while len(self._tasks) > MAX_TASKS_KEPT:
+            oldest = next((tid for tid, t in self._tasks.items() if t.finished), None)
+            if oldest is None:
+                return
+            del self._tasks[oldest]
+
+    async def aclose(self) -> None:
+        agent = self._runtime.agent_if_built
+        runners = [t.runner for t in self.running() if t.runner is not None]
+        if agent is not None:
+            for task in self.running():
+                agent.cancel(task.session)
+        if runners:
+            await asyncio.wait(runners, timeout=10)
+        for session in self._sessions.values():
+            try:
+                await session.host.aclose()
+            except Exception:
+                log.debug("host close failed", exc_info=True)
+
+
+def _directory(raw: str) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        raise TaskError(f"cwd must be an absolute path, got {raw!r}")
+    if not path.is_dir():
+        raise TaskError(f"{raw} is not a directory")
+    return path
