@@ -69,7 +69,10 @@ class AnthropicModel(SdkModel):
         return params
 
     async def _open(self, client: AsyncAnthropic, request: ModelRequest) -> Any:
-        return await client.messages.create(stream=True, **self.build_params(request))
+        params = self.build_params(request)
+        model, max_tokens = params.pop("model"), params.pop("max_tokens")
+        # Sent as extra_body, the plain-JSON body skips the SDK's per-step transform of the history.
+        return await client.messages.create(model=model, max_tokens=max_tokens, messages=[], stream=True, extra_body=params)
 
     def _assembly(self) -> _Assembly:
         return _Assembly()

@@ -64,9 +64,11 @@ class OpenAIChatModel(SdkModel):
 
     async def _open(self, client: AsyncOpenAI, request: ModelRequest) -> Any:
         params = self.build_params(request)
-        max_key = self.profile.max_tokens_param
-        extra_body = {max_key: params.pop(max_key)}
-        return await client.chat.completions.create(stream=True, extra_body=extra_body, **params)
+        model = params.pop("model")
+        # The body is already plain JSON. Passed as typed arguments, the SDK would walk every
+        # message of the history through its TypedDict transform on every step (tens of ms on a
+        # long conversation); as extra_body it is sent as it is.
+        return await client.chat.completions.create(model=model, messages=[], stream=True, extra_body=params)
 
     def _assembly(self) -> _Assembly:
         return _Assembly(self.profile.reasoning_fields)
