@@ -1,0 +1,92 @@
+"""SIGKILL hermes-acp at random points of multi-step turns: the store stays sound, what was
+completed replays, and no file is ever left half-written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+
+from tests.acp_harness import Client, agent_env, hermes_acp, running_agent
+from tests.fakes.openai_server import ScriptedOpenAIServer
+
+BIG = "".join(f"line {i} of a file large enough that a torn write would show\n" for i in range(4000))
+
+
+def _script(body: dict) -> dict:
+    """Each step writes a big file (whole or not at all), then the turn ends."""
+    step = sum(1 for m in body["messages"] if m["role"] == "tool")
+    if step >= 4:
+        return {"text": "all written"}
+    marker = f"{step}-{len(body['messages'])}"
+    return {
+        "tool_calls": [{"id": f"w{marker}", "name": "write_file", "arguments": {"path": f"f{step}.txt", "content": f"{marker}\n{BIG}"}}],
+        "delay": 0.01,
+    }
+
+
+def _start(env, project):
+    proc = subprocess.Popen([hermes_acp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    send = lambda m: (proc.stdin.write(json.dumps({"jsonrpc": "2.0", **m}) + "\n"), proc.stdin.flush())
+    send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}})
+    proc.stdout.readline()
+    return proc, send
+
+
+def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    rng = random.Random(20261130)
+    (hermes_home / "config.toml").write_text("")
+    with ScriptedOpenAIServer(_script) as server:
+        env = agent_env(hermes_home, server.base_url)
+        proc, send = _start(env, project)
+        send({"id": 2, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}})
+        sid = json.loads(proc.stdout.readline())["result"]["sessionId"]
+        send({"id": 3, "method": "session/set_mode", "params": {"sessionId": sid, "modeId": "auto"}})
+        proc.stdout.readline()
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        for round_ in range(8):
+            proc, send = _start(env, project)
+            send({"id": 2, "method": "session/resume", "params": {"sessionId": sid, "cwd": str(project), "mcpServers": []}})
+            while json.loads(proc.stdout.readline()).get("id") != 2:
+                pass
+            send({"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"round {round_}"}]}})
+            time.sleep(rng.uniform(0.05, 0.5))
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            # No file is half-written: each is either absent or whole.
+            for written in project.glob("f*.txt"):
+                text = written.read_text()
+                assert text.endswith(BIG) and text.count("\n") == BIG.count("\n") + 1, written
+            assert not list(project.glob(".*.tmp")), "temporary files are cleaned up or never visible"
+            db = sqlite3.connect(hermes_home / "state.db")
+            try:
+                assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+                stored = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
+                fts = db.execute("SELECT COUNT(*) FROM messages_fts").fetchone()[0]
+                total = db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+            finally:
+                db.close()
+            assert fts == total
+
+    async def replay():
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, None, extra={"HERMES_MODEL": "openai:scripted", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x-000000"})) as (conn, _, _):
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+        return client
+
+    client = asyncio.run(replay())
+    users = [u for u in client.updates if u.session_update == "user_message_chunk"]
+    assert len(users) == 8 and stored >= 8, "every round's user message was persisted before the kill"
+    assert client.of_kind("tool_call") and list(project.glob("f*.txt")), "the kills landed inside turns, after writes"
+    # Every tool call that replays has a final status (completed, or failed when interrupted).
+    for update in client.of_kind("tool_call"):
+        finals = [u.status for u in client.tool_updates(update.tool_call_id) if u.session_update == "tool_call_update"]
+        assert finals and finals[-1] in ("completed", "failed"), update.tool_call_id
