@@ -32,7 +32,24 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
     from acp.schema import ImageContentBlock, ToolCallProgress, ToolCallStart, UserMessageChunk
 
     updates: list = []
+    unanswered: list[str] = []
+
+    def close_unanswered() -> None:
+        # A crash can leave a call without a result; editors spin on a call that never ends.
+        for call_id in unanswered:
+            updates.append(
+                ToolCallProgress(
+                    session_update="tool_call_update",
+                    tool_call_id=call_id,
+                    status="failed",
+                    raw_output={"output": "Interrupted before a result."},
+                )
+            )
+        unanswered.clear()
+
     for message in history:
+        if not isinstance(message, ToolResultMessage):
+            close_unanswered()
         if isinstance(message, UserMessage):
             for part in message.parts:
                 if isinstance(part, TextPart) and part.text:
@@ -47,6 +64,7 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
                 elif isinstance(part, TextPart) and part.text:
                     updates.append(acp.update_agent_message_text(part.text))
             for call in message.tool_calls:
+                unanswered.append(call.id)
                 found = tools.get(call.name)
                 updates.append(
                     ToolCallStart(
@@ -66,6 +84,8 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
         elif isinstance(message, SummaryMessage):
             updates.append(acp.update_agent_message_text("\n\n*Earlier conversation compacted into a summary.*\n\n"))
         elif isinstance(message, ToolResultMessage):
+            if message.tool_call_id in unanswered:
+                unanswered.remove(message.tool_call_id)
             content = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
             if not content and message.is_error:
                 content = [TextContent(message.content[:MAX_REPLAYED_OUTPUT])]
@@ -78,6 +98,7 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
                     raw_output={"output": message.content[:MAX_REPLAYED_OUTPUT]} if message.content else None,
                 )
             )
+    close_unanswered()
     return updates
 
 
