@@ -342,3 +342,28 @@ async def test_an_approval_answered_in_another_process_unblocks_the_turn(hermes_
             response = await asyncio.wait_for(turn, 15)
     assert response.stop_reason == "end_turn"
     assert (project / "remote.txt").read_text() == "approved elsewhere\n"
+
+
+async def test_model_faults_mid_stream_are_retried_and_the_session_stays_usable(hermes_home, project):
+    script = [
+        {"text": "partial answer that will be cut", "disconnect_after": 2, "chunk_size": 4},
+        {"malformed": True},
+        {"error": "overloaded"},
+        {"tool_calls": [{"id": "bad", "name": "read_file", "arguments": "{not json"}]},
+        {"text": "recovered fine"},
+        {"text": "second turn works"},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        (hermes_home / "config.toml").write_text("[retry]\nbase_delay = 0\nmax_delay = 0\nmax_attempts = 5\n")
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = await _session(conn, project)
+            first = await conn.prompt(session_id=sid, prompt=[acp.text_block("hi")])
+            second = await conn.prompt(session_id=sid, prompt=[acp.text_block("again")])
+    assert first.stop_reason == "end_turn" and second.stop_reason == "end_turn"
+    text = client.text()
+    assert "Retrying" in text and "recovered fine" in text and "second turn works" in text
+    assert client.tool_updates("bad")[-1].status == "failed"
+    # The model was told its arguments were not valid JSON.
+    body = server.requests[4].get("body", server.requests[4])
+    assert "not a valid JSON object" in [m for m in body["messages"] if m["role"] == "tool"][0]["content"]
