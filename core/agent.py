@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.approvals import ApprovalBroker, ApprovalPolicy, Mode
+from core.compression import Compression, compress, request_view
+from core.context import LearningSettings
 from core.events import (
     Event,
     Notice,
@@ -24,6 +26,7 @@ from core.events import (
 from core.host import Host
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage
 from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, Usage
+from core.learning import SessionContext, TurnStats
 from core.prompt import system_prompt
 from core.tools import Tool, ToolContext, run_tool, tool_locations, tool_title
 
@@ -63,6 +66,10 @@ class Session:
     cancels: int = 0
     # Extra tools for this session only (e.g. from MCP servers the editor passed in).
     extra_tools: dict[str, Tool] = field(default_factory=dict)
+    # Prompt sections (SOUL, memory snapshot, skills, AGENTS.md) and nudge state; see core.learning.
+    context: SessionContext | None = None
+    # How requests are built from a long history; see core.compression.
+    compression: Compression | None = None
 
 
 class Agent:
@@ -78,8 +85,12 @@ class Agent:
         surface: str,
         max_steps: int = 60,
         max_tokens: int = 8192,
+        learning: LearningSettings | None = None,
+        context_window: int = 0,
     ) -> None:
         self.model = model
+        # Tokens the default model takes; compression starts from a share of it (0: unknown).
+        self.context_window = context_window
         self.tools = {t.name: t for t in tools}
         self._specs = [t.spec() for t in tools]
         self.store = store
@@ -87,6 +98,9 @@ class Agent:
         self.surface = surface
         self.max_steps = max_steps
         self.max_tokens = max_tokens
+        self.learning = learning or LearningSettings()
+        # The toolsets every tool of this agent belongs to: skills may require them.
+        self.toolsets = frozenset.intersection(*(t.toolsets for t in tools)) if tools else frozenset()
 
     async def new_session(self, cwd: Path, host: Host, *, roots: list[Path] | None = None, mode: Mode = "ask") -> Session:
         """Create and persist a session rooted at ``cwd``."""
@@ -102,6 +116,7 @@ class Agent:
         history = [m.message for m in await self.store.messages(session_id)]
         session = await self._attach(record.id, (cwd or Path(record.cwd)).resolve(), host, None, mode, history)
         session.title = record.title
+        session.compression = Compression.from_meta(record.meta.get("compression"))
         session.usage = Usage(record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.cost_usd)
         return session
 
@@ -122,8 +137,11 @@ class Agent:
         rules = await self.store.approval_rules(str(roots[0]))
         policy = ApprovalPolicy(mode=mode, roots=roots, rules=list(rules))
         # The prompt's git line runs `git status`: keep it off the event loop.
-        system = await asyncio.to_thread(system_prompt, cwd)
-        return Session(sid, cwd, roots, host, policy, system, history)
+        base = await asyncio.to_thread(system_prompt, cwd)
+        context = await asyncio.to_thread(SessionContext.build, cwd, base, self.learning, self.toolsets)
+        session = Session(sid, cwd, roots, host, policy, context.prompt(), history, context=context)
+        session.context_window = self.context_window
+        return session
 
     async def run_turn(self, session: Session, prompt: UserMessage) -> AsyncIterator[Event]:
         """Run one turn; yields events and always ends with ``TurnEnded``.
@@ -186,18 +204,30 @@ class Agent:
         state = _TurnState()
         try:
             await self._append(session, prompt)
+            await self._before_turn(session, prompt, state, emit)
             if session.title is None and prompt.text.strip():
                 session.title = _title_from(prompt.text)
                 await self.store.update_session(session.id, title=session.title)
                 await emit(TitleChanged(session.title))
             stop = "max_turn_requests"
             for _ in range(self.max_steps):
-                stop = await self._step(session, state, emit)
+                try:
+                    stop = await self._step(session, state, emit)
+                except ModelError as exc:
+                    # A turn does not fail with "context too long" when compression can help.
+                    if exc.kind is not ErrorKind.CONTEXT_TOO_LONG or state.compressed or not await compress(
+                        self, session, emit, specs=self._specs, force=True
+                    ):
+                        raise
+                    state.compressed = True
+                    continue
                 if stop is not None:
                     break
             else:
                 await emit(Notice(f"Stopped after {self.max_steps} model requests in one turn (max_steps).", "warning"))
                 stop = "max_turn_requests"
+            if session.context is not None:
+                session.context.last_turn = state.stats
             await emit(TurnEnded(stop))
         except asyncio.CancelledError:
             await asyncio.shield(self._finish_cancelled(session, state, emit))
@@ -217,10 +247,12 @@ class Agent:
 
     async def _step(self, session: Session, state: _TurnState, emit) -> str | None:
         tools = self.tools_for(session)
+        specs = self._specs if tools is self.tools else [t.spec() for t in tools.values()]
+        await compress(self, session, emit, specs=specs)
         request = ModelRequest(
             system=session.system,
-            messages=repair_history(session.history),
-            tools=self._specs if tools is self.tools else [t.spec() for t in tools.values()],
+            messages=self._request_messages(session, state),
+            tools=specs,
             max_tokens=self.max_tokens,
             reasoning_effort=session.reasoning_effort,
         )
@@ -288,6 +320,10 @@ class Agent:
 
         async def one(call) -> None:
             run = await run_tool(tools, call, contexts[call.id])
+            state.stats.tool_calls += 1
+            state.stats.failures += run.failed
+            state.stats.recovered |= state.stats.failures > 0 and not run.failed
+            self._surface_nested_context(session, tools.get(call.name), call.arguments, contexts[call.id], run.result)
             await self._append(session, run.result)
             state.open_calls.pop(call.id, None)
             await emit(ToolFinished(call.id, "failed" if run.failed else "completed", run.content, run.result.content))
@@ -305,6 +341,41 @@ class Agent:
             await one(call)
         if batch:
             await asyncio.gather(*(one(c) for c in batch))
+
+    async def _before_turn(self, session: Session, prompt: UserMessage, state: _TurnState, emit) -> None:
+        """Apply changed context files (between turns only: the prefix is stable within one), report
+        screening findings, and choose this turn's ephemeral nudge."""
+        context = session.context
+        if context is None:
+            return
+        if await asyncio.to_thread(context.refresh):
+            session.system = context.prompt()
+        for finding in context.new_findings():
+            await emit(Notice(f"Screened {finding.describe()}; that passage was neutralised before reaching the model.", "warning"))
+        state.prompt = prompt
+        turn_number = sum(1 for m in session.history if isinstance(m, UserMessage))
+        state.nudge = context.nudge(turn_number, prompt.text)
+
+    def _request_messages(self, session: Session, state: _TurnState) -> list[Message]:
+        """The history as this step sends it: compressed, repaired, and with the nudge on the
+        turn's user message (the same text on every step of the turn, never stored)."""
+        messages = repair_history(request_view(session.history, session.compression))
+        if state.nudge and state.prompt is not None:
+            nudged = state.prompt.model_copy(update={"parts": [*state.prompt.parts, TextPart(text=state.nudge)]})
+            messages = [nudged if m is state.prompt else m for m in messages]
+        return messages
+
+    def _surface_nested_context(self, session: Session, found: Tool | None, arguments: dict, ctx: ToolContext, result) -> None:
+        """The first touch of a file under a nested AGENTS.md appends that file to the result, once."""
+        nested = session.context.nested if session.context else None
+        if nested is None or found is None or result.is_error:
+            return
+        try:
+            paths = [ctx.resolve(p) for p in found.paths(found.args_model.model_validate(arguments))]
+        except Exception:
+            return
+        for item in nested.for_paths(paths):
+            result.content += f"\n\n[Instructions from {item.path}, which applies to files under its folder:]\n{item.text}"
 
     def _context(self, session: Session, emit, turn_id: str | None = None) -> ToolContext:
         async def remember(tool: str, pattern: str, decision: str) -> None:
@@ -350,6 +421,11 @@ class _TurnState:
     open_calls: dict[str, str] = field(default_factory=dict)
     # One checkpoint per turn: every write of the turn is undone together.
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    prompt: UserMessage | None = None
+    nudge: str | None = None
+    stats: TurnStats = field(default_factory=TurnStats)
+    # Set once a "context too long" answer was met by compressing: a second one ends the turn.
+    compressed: bool = False
 
 
 def repair_history(history: list[Message]) -> list[Message]:

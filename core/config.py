@@ -15,9 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from core.learning_config import LearningSettings
+
 __all__ = [
     "Config",
     "ConfigError",
+    "CronConfig",
+    "GatewayConfig",
+    "TelegramConfig",
     "ModelRef",
     "ProviderConfig",
     "ProviderProfile",
@@ -131,6 +136,46 @@ class ApprovalConfig(_Strict):
     timeout: float = Field(default=1800.0, gt=0, description="seconds before an unanswered approval is denied")
 
 
+class TelegramConfig(_Strict):
+    """``[telegram]``: the bot. The token may come from ``TELEGRAM_BOT_TOKEN`` instead."""
+
+    token: SecretStr | None = Field(default=None, description="bot token from @BotFather")
+    api_base_url: str | None = Field(default=None, description="Bot API base, e.g. https://api.telegram.org/bot")
+    allowed_users: list[int] = Field(default_factory=list, description="numeric Telegram user ids (never names)")
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = Field(default=None, description="required in webhook mode")
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(default=8443, gt=0, lt=65536)
+    poll_timeout: float = Field(default=30.0, ge=0, description="seconds one getUpdates long poll waits")
+    edit_interval: float = Field(default=1.5, gt=0, description="seconds between edits of a streaming reply")
+
+
+class GatewayConfig(_Strict):
+    """``[gateway]``: projects a chat may bind to, the owner, remote approvals."""
+
+    projects: dict[str, str] = Field(default_factory=dict, description="name = path; the first is the default")
+    owner: int | None = Field(default=None, description="numeric Telegram user id that gets remote approvals")
+    remote_approvals_after: float | None = Field(
+        default=None, gt=0, description="seconds an editor's question waits before it goes to the owner's chat; off when unset"
+    )
+    shutdown_grace: float = Field(default=20.0, ge=0, description="seconds a turn in flight may finish on SIGTERM")
+    files_max_bytes: int = Field(default=20_000_000, gt=0)
+
+
+class CronConfig(_Strict):
+    """``[cron]``: the scheduler inside ``hermes-gateway``."""
+
+    enabled: bool = True
+    timezone: str | None = Field(default=None, description="IANA zone for schedules; the system's when unset")
+    catch_up_grace: float = Field(default=3600.0, ge=0, description="seconds after a missed slot within which one catch-up run happens")
+    lease: float = Field(default=900.0, gt=0, description="seconds a claimed run is owned before another gateway may take it over")
+    tick: float = Field(default=15.0, gt=0, description="seconds between scheduler passes")
+    delivery_attempts: int = Field(default=5, ge=1, le=50)
+    delivery_retry_delay: float = Field(default=5.0, ge=0, description="seconds before the first delivery retry (x4 each time)")
+    run_timeout: float = Field(default=1800.0, gt=0)
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -140,6 +185,18 @@ class Config(_Strict):
     retry: RetryConfig = Field(default_factory=RetryConfig)
     approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    cron: CronConfig = Field(default_factory=CronConfig)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
+
+    def context_window(self, spec: str | None = None) -> int:
+        """Tokens the model takes, from its provider's profile (0 when no model resolves)."""
+        try:
+            ref = self.model_ref(spec)
+        except ConfigError:
+            return 0
+        return ref.config.resolved_profile(ref.provider).context_window if ref else 0
 
     def model_ref(self, spec: str | None = None) -> ModelRef | None:
         """Resolve ``provider:model`` (or a bare name when one provider is configured)."""
@@ -151,7 +208,11 @@ class Config(_Strict):
     @property
     def secrets(self) -> list[str]:
         """Every secret value configured, for redaction."""
-        return [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
+        found = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
+        for secret in (self.telegram.token, self.telegram.webhook_secret):
+            if secret is not None:
+                found.append(secret.get_secret_value())
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +304,10 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> 
         if base:
             update["base_url"] = base
         config.providers[name] = entry.model_copy(update=update)
+    if env.get("TELEGRAM_BOT_TOKEN"):
+        config.telegram.token = SecretStr(env["TELEGRAM_BOT_TOKEN"])
+    if env.get("TELEGRAM_API_BASE_URL"):
+        config.telegram.api_base_url = env["TELEGRAM_API_BASE_URL"]
     if env.get("HERMES_MODEL"):
         config.model = env["HERMES_MODEL"]
     for name, provider in config.providers.items():

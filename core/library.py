@@ -192,6 +192,9 @@ def add_memory(text: str, kind: MemoryKind = "memory") -> tuple[Path, str]:
         os.fsync(fd)
     finally:
         os.close(fd)  # closing releases the lock
+    from core.memory import journal_change  # memory builds on this module's files
+
+    journal_change("library", kind, "add", None, body)
     return path, entry
 
 

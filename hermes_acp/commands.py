@@ -61,35 +61,30 @@ def help_text() -> str:
 
 
 def read_memory() -> str:
-    """The memory files, as they are on disk."""
-    folder = home() / "memories"
+    """The memory files with their budgets (what new sessions start with)."""
+    from core.context import current_settings
+    from core.memory import FILES, LABELS, budget_for, memory_path
+
+    settings = current_settings()
     parts = []
-    for name, label in (("USER.md", "About you"), ("MEMORY.md", "Notes")):
-        path = folder / name
-        if path.is_file() and path.read_text(encoding="utf-8").strip():
-            parts.append(f"**{label}** ({path}):\n\n{path.read_text(encoding='utf-8').strip()}")
+    for kind in FILES:
+        path = memory_path(kind)
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if text.strip():
+            parts.append(f"**{LABELS[kind]}** ({len(text)}/{budget_for(kind, settings)} characters, {path}):\n\n{text.strip()}")
     if not parts:
-        return f"Nothing remembered yet. Memories are kept in {folder}."
-    return "\n\n".join(parts)
+        return f"Nothing remembered yet. Memories are kept in {home() / 'memories'}."
+    return "\n\n".join(parts) + "\n\nHistory and undo: `hermes-editor memory log` / `hermes-editor memory revert ID`."
 
 
 def list_skills(cwd: Path) -> str:
-    """Skills from the state home and the project, with the description from their front matter."""
-    found = []
-    for root, origin in ((home() / "skills", "personal"), (cwd / ".agents" / "skills", "project")):
-        if not root.is_dir():
-            continue
-        for skill in sorted(root.glob("*/SKILL.md")):
-            found.append(f"- `{skill.parent.name}` ({origin}) — {_description(skill)}")
-    if not found:
-        return f"No skills yet. Personal skills live in {home() / 'skills'}; project skills in .agents/skills/."
-    return "Skills:\n" + "\n".join(found)
+    """Project, personal and bundled skills, with their descriptions."""
+    from core.skills import discover
 
-
-def _description(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return ""
-    match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
-    return match.group(1).strip().strip("\"'") if match else ""
+    found = discover([cwd])
+    lines = [f"- `{s.name}` ({s.origin}) — {s.description}" for s in found]
+    where = f"Personal skills live in {home() / 'skills'}; project skills in .agents/skills/."
+    if not any(s.origin != "bundled" for s in found):
+        head = f"No skills of your own yet. {where}"
+        return head + ("\n\nBundled skills:\n" + "\n".join(lines) if lines else "")
+    return "Skills:\n" + "\n".join(lines)

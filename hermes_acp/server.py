@@ -177,6 +177,8 @@ class HermesAgent(SessionPlumbing, TurnSupport):
             surface="acp",
             max_steps=config.max_steps,
             max_tokens=config.max_tokens,
+            learning=config.learning,
+            context_window=config.context_window(),
         )
         from core.approval_watch import watch_foreign_answers
 

@@ -49,12 +49,18 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scripted", action="store_true", help="use the bundled scripted model even if a model is configured")
     demo.add_argument("--timeout", type=float, default=600.0, help="seconds the turn may take (default 600)")
 
-    sessions = commands.add_parser("sessions", help="list recent sessions")
-    sessions.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    from hermes_cli import import_cmd, memory_cmd, sessions_cmd, skills_cmd
+
+    for module in (sessions_cmd, skills_cmd, memory_cmd, import_cmd):
+        module.register(commands)
 
     search = commands.add_parser("search", help="full-text search over past sessions")
     search.add_argument("query", nargs="+", help="words that must all occur")
     search.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
+
+    from hermes_cli.gateway_cmds import add_parsers as add_gateway_parsers
+
+    add_gateway_parsers(commands)
     return parser
 
 
@@ -78,9 +84,21 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(interactive=args.interactive, keep=args.keep, scripted=args.scripted, timeout=args.timeout)
         if args.command == "sessions":
-            return asyncio.run(_sessions(args.limit))
+            if args.action in (None, "list"):
+                return asyncio.run(_sessions(args.limit))
+            from hermes_cli import sessions_cmd
+
+            return sessions_cmd.run(args)
+        if args.command in ("skills", "memory", "import"):
+            from hermes_cli import import_cmd, memory_cmd, skills_cmd
+
+            return {"skills": skills_cmd, "memory": memory_cmd, "import": import_cmd}[args.command].run(args)
         if args.command == "search":
             return asyncio.run(_search(" ".join(args.query), args.limit))
+        if args.command in ("gateway", "pairing", "cron"):
+            from hermes_cli.gateway_cmds import run as run_gateway_command
+
+            return run_gateway_command(args)
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return 130

@@ -1,1 +1,1 @@
-"""The messaging gateway surface (Telegram, cron): not yet available; ``hermes-gateway`` says so and exits."""
+"""The messaging gateway surface: Telegram chats with the agent, approvals as buttons, and cron jobs."""

@@ -1,24 +1,97 @@
-"""``hermes-gateway``: a placeholder until the messaging gateway ships. Exits 2 and points at hermes-acp."""
+"""``hermes-gateway run``: the Telegram gateway and cron scheduler, in the foreground.
+
+SIGTERM and SIGINT stop it gracefully: no new updates are taken, turns and cron runs in
+flight get ``[gateway] shutdown_grace`` seconds to finish, and what is still running then is
+cancelled (the core saves what was said, and the run is recorded as interrupted).
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import signal
 import sys
 
 __all__ = ["main"]
 
-MESSAGE = "hermes-gateway is not yet available in this version; use hermes-acp from your editor."
+log = logging.getLogger("hermes_gateway")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hermes-gateway", description="Messaging gateway (Telegram) and cron scheduler for hermes-editor.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("run", help="run in the foreground until SIGTERM/SIGINT (what the service units start)")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="hermes-gateway",
-        description="Messaging gateway (Telegram) and cron scheduler. Not yet available in this version.",
-    )
-    # Unknown arguments (from a service unit written for a later version) still get the explanation.
-    parser.parse_known_args(argv)
-    print(MESSAGE, file=sys.stderr)
-    return 2
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command != "run":
+        parser.print_help(sys.stderr)
+        return 2
+    from core.config import ConfigError, load_config
+    from core.logs import setup_logging
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"hermes-gateway: {exc}", file=sys.stderr)
+        return 2
+    redactor = setup_logging("gateway", config.log_level)
+    redactor.add(config.secrets)
+    # python-telegram-bot logs request URLs, which contain the token, at debug level.
+    for noisy in ("telegram", "httpx", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from hermes_gateway.app import Gateway, GatewayError
+    from hermes_gateway.lock import AlreadyRunning, GatewayLock
+
+    if not config.model:
+        print("hermes-gateway: no model is configured; run 'hermes-editor setup' (or set HERMES_MODEL).", file=sys.stderr)
+        return 2
+    try:
+        gateway = Gateway(config)
+    except GatewayError as exc:
+        print(f"hermes-gateway: {exc}", file=sys.stderr)
+        return 2
+    assert config.telegram.token is not None
+    lock = GatewayLock(config.telegram.token.get_secret_value())
+    try:
+        lock.acquire()
+    except AlreadyRunning as exc:
+        print(f"hermes-gateway: {exc}", file=sys.stderr)
+        return 1
+    gateway.lock = lock
+    try:
+        return asyncio.run(_serve(gateway))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        lock.release()
+
+
+async def _serve(gateway) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await gateway.open()
+        gateway.write_status("starting")
+        await gateway.serve(stop)
+    except Exception as exc:
+        from telegram.error import InvalidToken, TelegramError
+
+        if isinstance(exc, InvalidToken):
+            print("hermes-gateway: Telegram rejected the bot token; check TELEGRAM_BOT_TOKEN / [telegram] token.", file=sys.stderr)
+            return 2
+        if isinstance(exc, TelegramError):
+            print(f"hermes-gateway: Telegram error: {exc}", file=sys.stderr)
+            return 1
+        raise
+    log.info("gateway stopped")
+    return 0
 
 
 if __name__ == "__main__":

@@ -122,6 +122,8 @@ class Runtime:
                 surface="mcp",
                 max_steps=config.max_steps,
                 max_tokens=config.max_tokens,
+                learning=config.learning,
+                context_window=config.context_window(),
             )
             # Answers given in an editor or the gateway to this process's questions.
             self._watch = asyncio.create_task(watch_foreign_answers(broker, store))

@@ -9,9 +9,14 @@ __all__ = ["all_tools", "toolset"]
 
 def all_tools() -> list[Tool]:
     """Every tool of every toolset."""
-    from toolsets import editor, plan
+    from toolsets import editor, history, memory, plan, skills
 
-    return [getattr(editor, name) for name in editor.__all__] + [plan.update_plan]
+    # Appended after the editor tools: the order is part of the cached prompt prefix.
+    learning = [memory.memory, skills.skill_view, skills.skill_manage, history.session_search]
+    from toolsets import cron
+
+    # The gateway's cron tool comes last, after the learning tools (prompt-prefix order).
+    return [getattr(editor, name) for name in editor.__all__] + [plan.update_plan] + learning + [cron.cron]
 
 
 def toolset(name: str) -> list[Tool]:

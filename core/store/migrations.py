@@ -161,3 +161,135 @@ async def m001_initial(conn: aiosqlite.Connection) -> None:
             """,
         ],
     )
+
+
+@migration
+async def m002_gateway_cron_pairing(conn: aiosqlite.Connection) -> None:
+    # The gateway's tables: scheduled jobs and their runs, pairing codes and the users they
+    # admitted, and which conversation each chat is in. Runs are unique per (job, slot): that
+    # constraint, inside BEGIN IMMEDIATE, is what keeps two gateways from running one slot.
+    await _run(
+        conn,
+        [
+            """
+            CREATE TABLE cron_jobs (
+                id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                schedule TEXT NOT NULL,
+                timezone TEXT NOT NULL,
+                prompt TEXT NOT NULL,
+                project TEXT NOT NULL,
+                mode TEXT NOT NULL DEFAULT 'read-only',
+                chat_id INTEGER,
+                thread_id INTEGER,
+                paused INTEGER NOT NULL DEFAULT 0,
+                created_at REAL NOT NULL,
+                next_run_at REAL,
+                last_run_at REAL
+            )
+            """,
+            "CREATE INDEX cron_jobs_next ON cron_jobs (paused, next_run_at)",
+            """
+            CREATE TABLE cron_runs (
+                id TEXT PRIMARY KEY,
+                job_id TEXT NOT NULL REFERENCES cron_jobs(id) ON DELETE CASCADE,
+                scheduled_at REAL NOT NULL,
+                status TEXT NOT NULL,
+                catch_up INTEGER NOT NULL DEFAULT 0,
+                lease_owner TEXT,
+                lease_until REAL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                started_at REAL,
+                finished_at REAL,
+                session_id TEXT,
+                result TEXT,
+                error TEXT,
+                delivery_status TEXT NOT NULL DEFAULT 'none',
+                delivery_attempts INTEGER NOT NULL DEFAULT 0,
+                delivery_next_at REAL,
+                delivery_error TEXT,
+                UNIQUE (job_id, scheduled_at)
+            )
+            """,
+            "CREATE INDEX cron_runs_status ON cron_runs (status, lease_until)",
+            "CREATE INDEX cron_runs_delivery ON cron_runs (delivery_status, delivery_next_at)",
+            """
+            CREATE TABLE pairing_codes (
+                code TEXT PRIMARY KEY,
+                user_id INTEGER NOT NULL,
+                chat_id INTEGER NOT NULL,
+                name TEXT,
+                status TEXT NOT NULL DEFAULT 'pending',
+                created_at REAL NOT NULL,
+                expires_at REAL NOT NULL
+            )
+            """,
+            "CREATE TABLE pairing_attempts (at REAL NOT NULL, ok INTEGER NOT NULL)",
+            """
+            CREATE TABLE gateway_users (
+                user_id INTEGER PRIMARY KEY,
+                name TEXT,
+                chat_id INTEGER,
+                approved_at REAL NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE gateway_chats (
+                chat_key TEXT PRIMARY KEY,
+                project TEXT,
+                session_id TEXT,
+                mode TEXT,
+                updated_at REAL NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE gateway_remote_approvals (
+                approval_id TEXT PRIMARY KEY,
+                chat_id INTEGER NOT NULL,
+                message_id INTEGER,
+                sent_at REAL NOT NULL
+            )
+            """,
+        ],
+    )
+
+
+# Scripts written without spaces (Thai to Myanmar, CJK and Hangul, CJK compatibility): the
+# unicode61 tokenizer sees a whole run as one token, so their words cannot be found.
+_SPACELESS_SCRIPT = (
+    "'*[' || char(3584) || '-' || char(4255) || char(11904) || '-' || char(55215)"
+    " || char(63744) || '-' || char(64255) || ']*'"
+)
+
+
+@migration
+async def m003_trigram_index(conn: aiosqlite.Connection) -> None:
+    # A trigram index for messages in those scripts only: indexing every row would double the
+    # store's size and its insert cost for the common (space-separated) case.
+    await _run(
+        conn,
+        [
+            "CREATE VIRTUAL TABLE messages_trigram USING fts5 (text, content='messages', content_rowid='id', tokenize='trigram')",
+            f"""
+            CREATE TRIGGER messages_trigram_insert AFTER INSERT ON messages WHEN new.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_delete AFTER DELETE ON messages WHEN old.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (messages_trigram, rowid, text) VALUES ('delete', old.id, old.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_update_old AFTER UPDATE ON messages WHEN old.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (messages_trigram, rowid, text) VALUES ('delete', old.id, old.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_update_new AFTER UPDATE ON messages WHEN new.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            f"INSERT INTO messages_trigram (rowid, text) SELECT id, text FROM messages WHERE text GLOB {_SPACELESS_SCRIPT}",
+        ],
+    )

@@ -1,0 +1,184 @@
+"""Automatic context compression: prune old tool outputs, then summarise the middle.
+
+The stored history is never rewritten. A :class:`Compression` says how requests are built
+from it: the first user message (the head), a summary of everything up to ``tail_from``, and
+the messages from ``tail_from`` on verbatim; tool outputs before ``prune_before`` are cut to
+a stub. The summary is kept in a new session linked to its parent (``parent_id``), and the
+parent's ``meta["compression"]`` points at it, so a reopened session builds the same requests.
+The editor's session id never changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage, dump_message
+from core.screening import redact_secrets
+
+__all__ = [
+    "SUMMARY_PROMPT",
+    "Compression",
+    "choose_cut",
+    "estimate_tokens",
+    "prune_outputs",
+    "request_view",
+    "summary_request",
+]
+
+SUMMARY_PROMPT = (
+    "Summarise the conversation above for your own later use; it will replace those messages. Keep: the user's "
+    "goals and constraints, decisions and why, files changed (paths), commands run and their results, errors and "
+    "how they were solved, and what is left to do. Be concise and specific. Reply with the summary only."
+)
+PRUNED = "[tool output pruned to save context: {n} characters; run the tool again if you need it]"
+_KEEP_OUTPUT = 400
+
+
+@dataclass(slots=True)
+class Compression:
+    """How to build requests from a long history (persisted in the session's meta)."""
+
+    tail_from: int = 0  # history index of the first message kept verbatim
+    prune_before: int = 0  # tool outputs before this index are stubs
+    summary: str = ""
+    summary_session: str | None = None
+
+    def to_meta(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_meta(cls, raw: object) -> Compression | None:
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return cls(**{k: raw[k] for k in ("tail_from", "prune_before", "summary", "summary_session") if k in raw})
+        except TypeError:
+            return None
+
+
+def estimate_tokens(system: str, tools: list, messages: list[Message]) -> int:
+    """A conservative token estimate (about 3.5 characters a token for English and code)."""
+    size = len(system) + len(json.dumps([getattr(t, "__dict__", str(t)) for t in tools], default=str))
+    size += sum(len(dump_message(m)) for m in messages)
+    return int(size / 3.5)
+
+
+def prune_outputs(messages: list[Message], before: int) -> list[Message]:
+    """Tool results before index ``before`` cut to a stub (copies; the history is untouched)."""
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        if index < before and isinstance(message, ToolResultMessage) and len(message.content) > _KEEP_OUTPUT:
+            message = message.model_copy(update={"content": PRUNED.format(n=len(message.content)), "diffs": []})
+        out.append(message)
+    return out
+
+
+def request_view(history: list[Message], state: Compression | None) -> list[Message]:
+    """The messages a request is built from (before ``repair_history``)."""
+    if state is None:
+        return history
+    pruned = prune_outputs(history, state.prune_before)
+    if not state.summary or state.tail_from <= 0:
+        return pruned
+    head = _head_text(history)
+    opening = UserMessage.of(
+        f"{head}\n\n<summary of the conversation since this request (earlier messages were compressed)>\n"
+        f"{state.summary}\n</summary>"
+    )
+    tail = pruned[state.tail_from :]
+    if tail and isinstance(tail[0], UserMessage):
+        # Two user messages in a row are refused by some providers: a stand-in reply separates them.
+        return [opening, AssistantMessage(parts=[TextPart(text="Understood; continuing from the summary.")]), *tail]
+    return [opening, *tail]
+
+
+def _head_text(history: list[Message]) -> str:
+    for message in history:
+        if isinstance(message, UserMessage):
+            return message.text[:4000]
+        if isinstance(message, SummaryMessage):
+            return ""
+    return ""
+
+
+def choose_cut(history: list[Message], keep_tail: int, current: int = 0) -> int | None:
+    """Where the verbatim tail starts: about ``keep_tail`` messages from the end, on a user or
+    assistant message (never between a tool call and its result); None when nothing would shrink."""
+    start = max(len(history) - keep_tail, 1)
+    for index in range(start, 0, -1):
+        if isinstance(history[index], (UserMessage, AssistantMessage)):
+            return index if index > max(current, 1) else None
+    return None
+
+
+def summary_request(view: list[Message]) -> list[Message]:
+    """The messages for the summarising request: outputs pruned, long texts clipped, secrets masked."""
+    out: list[Message] = []
+    for message in prune_outputs(view, len(view)):
+        if isinstance(message, UserMessage) and len(message.text) > 6000:
+            message = UserMessage.of(message.text[:3000] + "\n[…]\n" + message.text[-2000:])
+        out.append(message)
+    if out and isinstance(out[-1], UserMessage):
+        merged = out[-1].text + "\n\n" + SUMMARY_PROMPT
+        return [*out[:-1], UserMessage.of(merged)]
+    return [*out, UserMessage.of(SUMMARY_PROMPT)]
+
+
+def clean_summary(text: str) -> str:
+    return redact_secrets(text.strip())
+
+
+async def compress(agent, session, emit, *, specs: list, force: bool = False) -> bool:
+    """Shrink what the next request carries when it would pass the configured share of the
+    context window (or always, with ``force``). Prunes tool outputs first; summarises only when
+    that is not enough. True when requests got smaller. ``agent`` is a :class:`core.agent.Agent`."""
+    from core.agent import repair_history  # the loop module imports this one
+    from core.events import Notice
+    from core.models.base import ModelRequest, ResponseDone
+
+    settings = agent.learning
+    window = session.context_window
+    threshold = settings.compress_at * window
+
+    def over() -> bool:
+        view = repair_history(request_view(session.history, session.compression))
+        return force or (bool(window) and estimate_tokens(session.system, specs, view) > threshold)
+
+    if not over():
+        return False
+    state = session.compression or Compression()
+    cut = choose_cut(session.history, settings.compress_keep_tail, state.tail_from)
+    if cut is None:
+        return False
+    if state.prune_before < cut:
+        session.compression = Compression(state.tail_from, cut, state.summary, state.summary_session)
+        if not over():
+            await agent.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
+            await emit(Notice("Context compressed: old tool outputs were pruned from requests.", "info"))
+            return True
+    view = repair_history(request_view(session.history[:cut], state))
+    model = session.model or agent.model
+    request = ModelRequest(system=session.system, messages=summary_request(view), max_tokens=min(agent.max_tokens, 4096))
+    done = None
+    async for event in model.stream(request):
+        if isinstance(event, ResponseDone):
+            done = event
+    if done is None or not done.message.text.strip():
+        return False
+    summary = clean_summary(done.message.text)
+    child = await agent.store.create_session(
+        cwd=str(session.cwd),
+        surface=agent.surface,
+        model=model.name,
+        title=f"{session.title or 'session'} (summary)",
+        parent_id=session.id,
+    )
+    await agent.store.append_message(child.id, SummaryMessage(text=summary, model=model.name))
+    session.compression = Compression(cut, cut, summary, child.id)
+    await agent.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
+    session.usage.add(done.usage)
+    u = done.usage
+    await agent.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
+    await emit(Notice(f"Context compressed: {cut} earlier messages summarised (summary kept in session {child.id[:8]}).", "info"))
+    return True

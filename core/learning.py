@@ -1,0 +1,142 @@
+"""What a session's prompt carries beyond the base: SOUL.md, memory, skills, project context,
+and the ephemeral nudges of the learning loop.
+
+Caching rule: the system prompt is recomposed only between turns, and only when a watched file
+changed (SOUL.md, the AGENTS.md chain, the skill folders). Memory is a snapshot taken when the
+session starts and never refreshed within it: the memory tool changes the files, and the next
+session sees the change. Nudges ride on the turn's user message in the request only, never in
+the system prompt and never in the stored history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.context import LearningSettings, NestedContext, fingerprint, load_project_context, load_soul, soul_path
+from core.memory import snapshot
+from core.screening import Finding
+from core.skills import bundled_skills_dir, discover, index_text, personal_dir
+
+__all__ = ["SessionContext", "TurnStats", "looks_like_correction"]
+
+MEMORY_NUDGE = (
+    "[Ephemeral reminder, not from the user: if this conversation showed something durable — the user's "
+    "preferences, a project convention, an environment fact, a lesson from a mistake — save it with the memory "
+    "tool (short entries; nothing temporary or secret). Otherwise ignore this.]"
+)
+MEMORY_FULL_NUDGE = (
+    "[Ephemeral reminder: a memory file is nearly full. When you next save, consolidate first: merge related "
+    "entries with replace and remove stale ones.]"
+)
+SKILL_NUDGE = (
+    "[Ephemeral reminder, not from the user: the last task took several steps{why}. If the approach is reusable, "
+    "save it as a skill with skill_manage (create), or improve the skill you used (patch). Otherwise ignore this.]"
+)
+_CORRECTION = re.compile(
+    r"^\s*(no[,.!]|nope|wrong|that'?s (not|wrong)|not what i|actually[,]|instead[,]|don'?t do|you (should|shouldn'?t|forgot|missed))",
+    re.IGNORECASE,
+)
+
+
+def looks_like_correction(text: str) -> bool:
+    """Whether the user's message reads as correcting the agent."""
+    return bool(_CORRECTION.search(text))
+
+
+@dataclass(slots=True)
+class TurnStats:
+    """How complex the last turn was (for the skill nudge)."""
+
+    tool_calls: int = 0
+    failures: int = 0
+    recovered: bool = False
+
+    @property
+    def complex(self) -> bool:
+        return self.tool_calls >= 5 or self.recovered
+
+
+@dataclass(slots=True)
+class SessionContext:
+    """The session's prompt sections and the state of its nudges."""
+
+    cwd: Path
+    base: str
+    settings: LearningSettings
+    toolsets: frozenset[str]
+    memory: str = ""
+    memory_full: tuple[str, ...] = ()
+    soul: str = ""
+    skills: str = ""
+    project: str = ""
+    watched: tuple[Path, ...] = ()
+    stamp: tuple = ()
+    findings: list[Finding] = field(default_factory=list)
+    reported: set[str] = field(default_factory=set)
+    nested: NestedContext | None = None
+    last_turn: TurnStats = field(default_factory=TurnStats)
+
+    @classmethod
+    def build(cls, cwd: Path, base: str, settings: LearningSettings, toolsets: Iterable[str]) -> SessionContext:
+        """Read everything once (blocking: call it off the event loop)."""
+        memory = snapshot(settings)
+        ctx = cls(cwd, base, settings, frozenset(toolsets), memory=memory.text, memory_full=memory.full)
+        ctx.findings.extend(memory.findings)
+        ctx.nested = NestedContext(cwd, settings.context_file_chars)
+        ctx._load_files()
+        return ctx
+
+    def _load_files(self) -> None:
+        soul = load_soul(self.settings)
+        self.soul = f"# Persona (from the user's SOUL.md)\n{soul.text.strip()}" if soul else ""
+        project = load_project_context(self.cwd, self.settings)
+        self.project = project.render()
+        skills = discover([self.cwd], toolsets=self.toolsets)
+        self.skills = index_text(skills)
+        self.findings.extend(project.findings + (list(soul.findings) if soul else []))
+        skill_paths = [s.path for s in skills]
+        folders = [self.cwd / ".agents" / "skills", personal_dir(), bundled_skills_dir()]
+        self.watched = (soul_path(), *project.watched, *folders, *skill_paths)
+        self.stamp = fingerprint(self.watched)
+
+    def prompt(self) -> str:
+        """The system prompt; stable parts first so that a change late in it keeps more of the cache."""
+        sections = [self.base, self.soul, self.memory, self.skills, self.project]
+        return "\n\n".join(s for s in sections if s)
+
+    def refresh(self) -> bool:
+        """Between turns: reload the files when one changed. True when the prompt changed."""
+        if fingerprint(self.watched) == self.stamp:
+            return False
+        before = self.prompt()
+        self._load_files()
+        return self.prompt() != before
+
+    def new_findings(self) -> list[Finding]:
+        """Screening findings not yet reported to the user."""
+        fresh = [f for f in self.findings if f.describe() not in self.reported]
+        self.reported.update(f.describe() for f in fresh)
+        return fresh
+
+    def nudge(self, turn_number: int, prompt_text: str) -> str | None:
+        """The ephemeral reminder for this turn's request, if any."""
+        parts = []
+        every = self.settings.memory_nudge_turns
+        if every and turn_number > 0 and turn_number % every == 0:
+            parts.append(MEMORY_NUDGE)
+            if self.memory_full:
+                parts.append(MEMORY_FULL_NUDGE)
+        if self.settings.skill_nudge:
+            why = []
+            if self.last_turn.tool_calls >= 5:
+                why.append(f"{self.last_turn.tool_calls} tool calls")
+            if self.last_turn.recovered:
+                why.append("an error you recovered from")
+            if looks_like_correction(prompt_text) and turn_number > 1:
+                why.append("the user is correcting you")
+            if why:
+                parts.append(SKILL_NUDGE.format(why=" (" + ", ".join(why) + ")"))
+        return "\n".join(parts) or None

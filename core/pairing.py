@@ -1,0 +1,95 @@
+"""Pairing: how an unknown messaging user becomes an allowed one, with the owner's say-so.
+
+Default deny. An unknown user who writes to the bot gets a one-time code; the owner runs
+``hermes-editor pairing approve CODE`` on the machine, which adds the user's numeric id to
+the allowlist. Codes come from ``secrets`` (8 characters, no look-alikes such as 0/O, 1/I/L),
+expire after an hour, at most three wait at once, a user gets a new code at most every few
+minutes, and approvals lock for an hour after repeated wrong codes (guessing is pointless).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+from core.store.gateway import GatewayStore, PairingCode
+
+__all__ = [
+    "ALPHABET",
+    "CODE_LENGTH",
+    "Pairing",
+    "PairingError",
+    "new_code",
+]
+
+ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0 O 1 I L
+CODE_LENGTH = 8
+CODE_TTL = 3600.0
+MAX_PENDING = 3
+# A user asking again within this window gets the code they already have, not a new one.
+REISSUE_AFTER = 300.0
+MAX_FAILURES = 5
+LOCKOUT = 3600.0
+
+
+class PairingError(Exception):
+    """An approval that cannot be made; the message says why."""
+
+
+def new_code() -> str:
+    """A fresh code from the OS's CSPRNG."""
+    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def normalise(code: str) -> str:
+    return "".join(code.split()).upper().replace("-", "")
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """What an unknown user is told: their code (None when none can be issued now) and why."""
+
+    code: str | None
+    expires_at: float | None
+    reason: str = ""
+
+
+class Pairing:
+    """The allowlist (configured ids plus paired users) and the code lifecycle."""
+
+    def __init__(self, store: GatewayStore, configured: list[int] | None = None) -> None:
+        self._store = store
+        self._configured = set(configured or [])
+
+    async def allowed(self, user_id: int | None) -> bool:
+        """Whether this numeric user id may use the bot. Names are never consulted."""
+        if user_id is None:
+            return False
+        return user_id in self._configured or await self._store.is_user_allowed(user_id)
+
+    async def request(self, user_id: int, chat_id: int, name: str | None, *, now: float | None = None) -> Issued:
+        """Give an unknown user a code, reusing a recent one (rate limit) and capping pending codes."""
+        now = time.time() if now is None else now
+        last = await self._store.code_for_user(user_id)
+        if last is not None and last.status == "pending" and last.expires_at > now:
+            return Issued(last.code, last.expires_at)
+        if last is not None and now - last.created_at < REISSUE_AFTER:
+            return Issued(None, None, "Too many pairing requests; try again in a few minutes.")
+        code = PairingCode(new_code(), user_id, chat_id, name, "pending", now, now + CODE_TTL)
+        if not await self._store.add_code(code, max_pending=MAX_PENDING):
+            return Issued(None, None, "Too many pairing requests are waiting; ask the owner to approve or wait an hour.")
+        return Issued(code.code, code.expires_at)
+
+    async def approve(self, code: str, *, now: float | None = None) -> PairingCode:
+        """Approve a code on the machine; raises PairingError (wrong, expired, locked out)."""
+        now = time.time() if now is None else now
+        if await self._store.recent_failures(now - LOCKOUT) >= MAX_FAILURES:
+            raise PairingError(f"Too many wrong codes in the last hour; pairing approvals are locked for up to {int(LOCKOUT // 60)} minutes.")
+        found = await self._store.approve_code(normalise(code), now)
+        if found is None:
+            raise PairingError("No pending pairing code matches (codes expire after an hour). Ask the user to message the bot again.")
+        return found
+
+    async def pending(self, *, now: float | None = None) -> list[PairingCode]:
+        return await self._store.pending_codes(time.time() if now is None else now)

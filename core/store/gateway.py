@@ -1,0 +1,167 @@
+"""The gateway's rows: pairing codes and the users they admitted, chat bindings, remote approvals.
+
+Kept out of ``sessions.py``; it shares the :class:`SessionStore`'s connection and lock.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import aiosqlite
+
+from core.store.sessions import SessionStore, _exec
+
+__all__ = ["ChatBinding", "GatewayStore", "PairingCode"]
+
+
+@dataclass(frozen=True, slots=True)
+class PairingCode:
+    code: str
+    user_id: int
+    chat_id: int
+    name: str | None
+    status: str  # pending | approved | rejected
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChatBinding:
+    """Which project, session and mode one chat (or forum topic) is in."""
+
+    chat_key: str
+    project: str | None
+    session_id: str | None
+    mode: str | None
+
+
+class GatewayStore:
+    """Pairing, users, chat bindings and remote-approval bookkeeping."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    # -- pairing --------------------------------------------------------------------------
+
+    async def pending_codes(self, now: float) -> list[PairingCode]:
+        rows = await self._store._fetchall(
+            "SELECT * FROM pairing_codes WHERE status = 'pending' AND expires_at > ? ORDER BY created_at", (now,)
+        )
+        return [PairingCode(**dict(r)) for r in rows]
+
+    async def code_for_user(self, user_id: int) -> PairingCode | None:
+        """The user's most recent code, whatever its state."""
+        row = await self._store._fetchone(
+            "SELECT * FROM pairing_codes WHERE user_id = ? ORDER BY created_at DESC LIMIT 1", (user_id,)
+        )
+        return PairingCode(**dict(row)) if row else None
+
+    async def add_code(self, code: PairingCode, *, max_pending: int) -> bool:
+        """Insert a code unless ``max_pending`` unexpired codes already wait (checked in the same transaction)."""
+
+        async def body(conn: aiosqlite.Connection) -> bool:
+            async with conn.execute(
+                "SELECT COUNT(*) FROM pairing_codes WHERE status = 'pending' AND expires_at > ?", (code.created_at,)
+            ) as cursor:
+                (count,) = await cursor.fetchone()  # type: ignore[misc]
+            if count >= max_pending:
+                return False
+            await _exec(
+                conn,
+                "INSERT INTO pairing_codes (code, user_id, chat_id, name, status, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                (code.code, code.user_id, code.chat_id, code.name, code.created_at, code.expires_at),
+            )
+            return True
+
+        return await self._store._write(body)
+
+    async def recent_failures(self, since: float) -> int:
+        row = await self._store._fetchone("SELECT COUNT(*) AS n FROM pairing_attempts WHERE ok = 0 AND at > ?", (since,))
+        return int(row["n"]) if row else 0
+
+    async def approve_code(self, code: str, now: float) -> PairingCode | None:
+        """Approve a pending, unexpired code and admit its user; records the attempt either way."""
+
+        async def body(conn: aiosqlite.Connection) -> PairingCode | None:
+            async with conn.execute(
+                "SELECT * FROM pairing_codes WHERE code = ? AND status = 'pending' AND expires_at > ?", (code, now)
+            ) as cursor:
+                row = await cursor.fetchone()
+            await _exec(conn, "INSERT INTO pairing_attempts (at, ok) VALUES (?, ?)", (now, int(row is not None)))
+            if row is None:
+                return None
+            found = PairingCode(**dict(row))
+            await _exec(conn, "UPDATE pairing_codes SET status = 'approved' WHERE code = ?", (code,))
+            await _exec(
+                conn,
+                "INSERT INTO gateway_users (user_id, name, chat_id, approved_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at",
+                (found.user_id, found.name, found.chat_id, now),
+            )
+            return found
+
+        return await self._store._write(body)
+
+    async def reject_code(self, code: str) -> bool:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(conn, "UPDATE pairing_codes SET status = 'rejected' WHERE code = ? AND status = 'pending'", (code,))
+
+        return bool(await self._store._write(body))
+
+    async def is_user_allowed(self, user_id: int) -> bool:
+        row = await self._store._fetchone("SELECT 1 FROM gateway_users WHERE user_id = ?", (user_id,))
+        return row is not None
+
+    async def users(self) -> list[tuple[int, str | None, float]]:
+        rows = await self._store._fetchall("SELECT user_id, name, approved_at FROM gateway_users ORDER BY approved_at", ())
+        return [(r["user_id"], r["name"], r["approved_at"]) for r in rows]
+
+    async def revoke_user(self, user_id: int) -> bool:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(conn, "DELETE FROM gateway_users WHERE user_id = ?", (user_id,))
+
+        return bool(await self._store._write(body))
+
+    # -- chats ----------------------------------------------------------------------------
+
+    async def binding(self, chat_key: str) -> ChatBinding:
+        row = await self._store._fetchone("SELECT * FROM gateway_chats WHERE chat_key = ?", (chat_key,))
+        if row is None:
+            return ChatBinding(chat_key, None, None, None)
+        return ChatBinding(chat_key, row["project"], row["session_id"], row["mode"])
+
+    async def bind(self, binding: ChatBinding) -> None:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "INSERT INTO gateway_chats (chat_key, project, session_id, mode, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (chat_key) DO UPDATE SET project = excluded.project, session_id = excluded.session_id,"
+                " mode = excluded.mode, updated_at = excluded.updated_at",
+                (binding.chat_key, binding.project, binding.session_id, binding.mode, time.time()),
+            )
+
+        await self._store._write(body)
+
+    # -- remote approvals -----------------------------------------------------------------
+
+    async def mark_remote_sent(self, approval_id: str, chat_id: int) -> bool:
+        """Record that a question went to the owner's chat; False when some gateway already sent it."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "INSERT OR IGNORE INTO gateway_remote_approvals (approval_id, chat_id, sent_at) VALUES (?, ?, ?)",
+                (approval_id, chat_id, time.time()),
+            )
+
+        return bool(await self._store._write(body))
+
+    async def set_remote_message(self, approval_id: str, message_id: int) -> None:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn, "UPDATE gateway_remote_approvals SET message_id = ? WHERE approval_id = ?", (message_id, approval_id)
+            )
+
+        await self._store._write(body)

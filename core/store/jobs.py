@@ -1,0 +1,370 @@
+"""Cron jobs and runs in the shared store, claimed with leases so that no slot runs twice.
+
+Every state change is one ``BEGIN IMMEDIATE`` transaction. A run row is unique per
+``(job_id, scheduled_at)``: two gateways that find the same slot due both try to insert it
+and exactly one succeeds. The winner holds a lease (``lease_owner``, ``lease_until``) that it
+renews while the run goes on; a run whose lease lapsed (its gateway died) is taken over once,
+then given up as failed. Delivery of a run's result is tracked apart from the run itself.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from core.cron import Schedule, due_slots, next_fire
+from core.store.sessions import SessionStore, _exec
+
+__all__ = ["JobRecord", "JobStore", "RunRecord"]
+
+# A run whose gateway vanished is retried this many times in all, then failed.
+MAX_RUN_ATTEMPTS = 2
+MAX_DELIVERY_BACKOFF = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One scheduled job."""
+
+    id: str
+    name: str
+    schedule: str
+    timezone: str
+    prompt: str
+    project: str
+    mode: str
+    chat_id: int | None
+    thread_id: int | None
+    paused: bool
+    created_at: float
+    next_run_at: float | None
+    last_run_at: float | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> JobRecord:
+        return cls(**{k: row[k] for k in row.keys()} | {"paused": bool(row["paused"])})
+
+    @property
+    def parsed(self) -> Schedule:
+        return Schedule.from_text(self.schedule)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run of a job (or a missed slot, status ``missed``)."""
+
+    id: str
+    job_id: str
+    scheduled_at: float
+    status: str  # queued | running | ok | silent | failed | missed
+    catch_up: int
+    lease_owner: str | None
+    lease_until: float | None
+    attempts: int
+    started_at: float | None
+    finished_at: float | None
+    session_id: str | None
+    result: str | None
+    error: str | None
+    delivery_status: str  # none | pending | delivered | failed
+    delivery_attempts: int
+    delivery_next_at: float | None
+    delivery_error: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> RunRecord:
+        return cls(**{k: row[k] for k in row.keys()})
+
+
+class JobStore:
+    """Cron jobs and runs over an open :class:`SessionStore` (same connection, same lock)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    async def add_job(
+        self,
+        *,
+        name: str,
+        schedule: Schedule,
+        timezone: str,
+        prompt: str,
+        project: str,
+        mode: str = "read-only",
+        chat_id: int | None = None,
+        thread_id: int | None = None,
+        now: float | None = None,
+    ) -> JobRecord:
+        """Create a job; its first fire time is computed from ``now``."""
+        now = time.time() if now is None else now
+        job_id = uuid.uuid4().hex[:8]
+        first = next_fire(schedule, now, anchor=now, tz=timezone)
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            await _exec(
+                conn,
+                "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_id, thread_id,"
+                " paused, created_at, next_run_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                (job_id, name, schedule.text, timezone, prompt, project, mode, chat_id, thread_id, now, first),
+            )
+
+        await self._store._write(body)
+        job = await self.get_job(job_id)
+        assert job is not None
+        return job
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        row = await self._store._fetchone("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
+        return JobRecord.from_row(row) if row else None
+
+    async def list_jobs(self, *, chat_id: int | None = None) -> list[JobRecord]:
+        if chat_id is None:
+            rows = await self._store._fetchall("SELECT * FROM cron_jobs ORDER BY created_at", ())
+        else:
+            rows = await self._store._fetchall("SELECT * FROM cron_jobs WHERE chat_id = ? ORDER BY created_at", (chat_id,))
+        return [JobRecord.from_row(r) for r in rows]
+
+    async def set_paused(self, job_id: str, paused: bool, *, now: float | None = None) -> bool:
+        """Pause or resume; resuming starts from the next slot after now (no catch-up for the pause)."""
+        now = time.time() if now is None else now
+        job = await self.get_job(job_id)
+        if job is None:
+            return False
+        upcoming = job.next_run_at if paused else next_fire(job.parsed, now, anchor=job.created_at, tz=job.timezone)
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn, "UPDATE cron_jobs SET paused = ?, next_run_at = ? WHERE id = ?", (int(paused), upcoming, job_id)
+            )
+
+        return bool(await self._store._write(body))
+
+    async def remove_job(self, job_id: str) -> bool:
+        async def body(conn: aiosqlite.Connection) -> int:
+            await _exec(conn, "DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
+            return await _exec(conn, "DELETE FROM cron_jobs WHERE id = ?", (job_id,))
+
+        return bool(await self._store._write(body))
+
+    async def request_run(self, job_id: str, *, now: float | None = None) -> RunRecord | None:
+        """Queue a run now (``cron run``); the next scheduler pass of any gateway picks it up."""
+        now = time.time() if now is None else now
+        run_id = uuid.uuid4().hex[:12]
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status) "
+                "SELECT ?, id, ?, 'queued' FROM cron_jobs WHERE id = ?",
+                (run_id, now, job_id),
+            )
+
+        if not await self._store._write(body):
+            return None
+        return await self.get_run(run_id)
+
+    # -- claiming -------------------------------------------------------------------------
+
+    async def claim_due(self, owner: str, *, now: float | None = None, grace: float, lease: float) -> list[RunRecord]:
+        """Claim every run this gateway should start now, in one transaction.
+
+        That is: the latest due slot of each active job (older ones are counted as missed,
+        and a slot older than ``grace`` is recorded as ``missed`` instead of run), queued
+        manual runs, and runs whose owner's lease lapsed.
+        """
+        now = time.time() if now is None else now
+        claimed: list[str] = []
+
+        async def body(conn: aiosqlite.Connection) -> list[str]:
+            claimed.clear()
+            async with conn.execute(
+                "SELECT * FROM cron_jobs WHERE paused = 0 AND next_run_at IS NOT NULL AND next_run_at <= ?", (now,)
+            ) as cursor:
+                jobs = [JobRecord.from_row(r) for r in await cursor.fetchall()]
+            for job in jobs:
+                assert job.next_run_at is not None
+                slots = due_slots(job.parsed, job.next_run_at, now, anchor=job.created_at, tz=job.timezone, grace=grace)
+                if slots.run_at is not None:
+                    run_id = uuid.uuid4().hex[:12]
+                    late = int(now - slots.run_at > max(60.0, lease / 10))
+                    inserted = await _exec(
+                        conn,
+                        "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status, catch_up, lease_owner,"
+                        " lease_until, attempts, started_at) VALUES (?, ?, ?, 'running', ?, ?, ?, 1, ?)",
+                        (run_id, job.id, slots.run_at, late, owner, now + lease, now),
+                    )
+                    if inserted:
+                        claimed.append(run_id)
+                else:
+                    # Past the grace window: say so in the chat rather than skip silently.
+                    await _exec(
+                        conn,
+                        "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status, catch_up, finished_at,"
+                        " error, delivery_status, delivery_next_at) VALUES (?, ?, ?, 'missed', ?, ?, ?, 'pending', ?)",
+                        (
+                            uuid.uuid4().hex[:12],
+                            job.id,
+                            job.next_run_at,
+                            slots.missed,
+                            now,
+                            f"{slots.missed} scheduled run(s) missed while no gateway was running (older than the "
+                            f"{int(grace)}s catch-up window)",
+                            now,
+                        ),
+                    )
+                await _exec(
+                    conn,
+                    "UPDATE cron_jobs SET next_run_at = ?, last_run_at = COALESCE(?, last_run_at) WHERE id = ?",
+                    (slots.next_at, slots.run_at, job.id),
+                )
+            # Manual runs, and runs orphaned by a gateway that stopped mid-run.
+            async with conn.execute(
+                "SELECT id, status, attempts FROM cron_runs WHERE status = 'queued' "
+                "OR (status = 'running' AND lease_until < ?)",
+                (now,),
+            ) as cursor:
+                waiting = list(await cursor.fetchall())
+            for row in waiting:
+                if row["status"] == "running" and row["attempts"] >= MAX_RUN_ATTEMPTS:
+                    await _exec(
+                        conn,
+                        "UPDATE cron_runs SET status = 'failed', finished_at = ?, error = ?, lease_owner = NULL,"
+                        " delivery_status = 'pending', delivery_next_at = ? WHERE id = ?",
+                        (now, "the gateway running it stopped, twice; giving up on this slot", now, row["id"]),
+                    )
+                    continue
+                await _exec(
+                    conn,
+                    "UPDATE cron_runs SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1,"
+                    " started_at = ? WHERE id = ?",
+                    (owner, now + lease, now, row["id"]),
+                )
+                claimed.append(row["id"])
+            return list(claimed)
+
+        ids = await self._store._write(body)
+        return [run for run_id in ids if (run := await self.get_run(run_id)) is not None]
+
+    async def renew_lease(self, run_id: str, owner: str, until: float) -> bool:
+        """Extend this gateway's lease; False when the run is no longer ours."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "UPDATE cron_runs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND status = 'running'",
+                (until, run_id, owner),
+            )
+
+        return bool(await self._store._write(body))
+
+    async def finish_run(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        status: str,
+        result: str | None = None,
+        error: str | None = None,
+        session_id: str | None = None,
+        deliver: bool = True,
+        now: float | None = None,
+    ) -> bool:
+        """Record a run's outcome and queue its delivery (none for ``[SILENT]``)."""
+        now = time.time() if now is None else now
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "UPDATE cron_runs SET status = ?, result = ?, error = ?, session_id = COALESCE(?, session_id),"
+                " finished_at = ?, lease_owner = NULL, lease_until = NULL, delivery_status = ?, delivery_next_at = ?"
+                " WHERE id = ? AND lease_owner = ? AND status = 'running'",
+                (status, result, error, session_id, now, "pending" if deliver else "none", now, run_id, owner),
+            )
+
+        return bool(await self._store._write(body))
+
+    async def set_run_session(self, run_id: str, session_id: str) -> None:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(conn, "UPDATE cron_runs SET session_id = ? WHERE id = ?", (session_id, run_id))
+
+        await self._store._write(body)
+
+    # -- delivery -------------------------------------------------------------------------
+
+    async def claim_deliveries(self, *, now: float | None = None, hold: float = 120.0, limit: int = 20) -> list[RunRecord]:
+        """Runs whose result is due for delivery; each is held for ``hold`` seconds meanwhile."""
+        now = time.time() if now is None else now
+
+        async def body(conn: aiosqlite.Connection) -> list[str]:
+            async with conn.execute(
+                "SELECT id FROM cron_runs WHERE delivery_status = 'pending' AND delivery_next_at <= ?"
+                " ORDER BY delivery_next_at LIMIT ?",
+                (now, limit),
+            ) as cursor:
+                ids = [r["id"] for r in await cursor.fetchall()]
+            for run_id in ids:
+                await _exec(conn, "UPDATE cron_runs SET delivery_next_at = ? WHERE id = ?", (now + hold, run_id))
+            return ids
+
+        ids = await self._store._write(body)
+        return [run for run_id in ids if (run := await self.get_run(run_id)) is not None]
+
+    async def delivery_done(self, run_id: str) -> None:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "UPDATE cron_runs SET delivery_status = 'delivered', delivery_attempts = delivery_attempts + 1,"
+                " delivery_error = NULL, delivery_next_at = NULL WHERE id = ?",
+                (run_id,),
+            )
+
+        await self._store._write(body)
+
+    async def delivery_failed(
+        self, run_id: str, error: str, *, max_attempts: int, delay: float = 5.0, now: float | None = None
+    ) -> str:
+        """Count a failed delivery; returns the new delivery status (``pending`` or ``failed``).
+
+        The next attempt waits ``delay`` seconds, quadrupling per failure (capped at 30 minutes).
+        """
+        now = time.time() if now is None else now
+        run = await self.get_run(run_id)
+        if run is None:
+            return "failed"
+        attempts = run.delivery_attempts + 1
+        status = "failed" if attempts >= max_attempts else "pending"
+        wait = min(delay * 4 ** (attempts - 1), MAX_DELIVERY_BACKOFF)
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "UPDATE cron_runs SET delivery_status = ?, delivery_attempts = ?, delivery_error = ?,"
+                " delivery_next_at = ? WHERE id = ?",
+                (status, attempts, error[:500], None if status == "failed" else now + wait, run_id),
+            )
+
+        await self._store._write(body)
+        return status
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await self._store._fetchone("SELECT * FROM cron_runs WHERE id = ?", (run_id,))
+        return RunRecord.from_row(row) if row else None
+
+    async def runs(self, job_id: str | None = None, *, limit: int = 20) -> list[RunRecord]:
+        """Runs, newest slot first."""
+        sql = "SELECT * FROM cron_runs {} ORDER BY scheduled_at DESC, id LIMIT ?"
+        params: tuple[Any, ...]
+        if job_id is None:
+            sql, params = sql.format(""), (limit,)
+        else:
+            sql, params = sql.format("WHERE job_id = ?"), (job_id, limit)
+        return [RunRecord.from_row(r) for r in await self._store._fetchall(sql, params)]

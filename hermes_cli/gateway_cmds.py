@@ -1,0 +1,207 @@
+"""``hermes-editor gateway status``, ``pairing ...`` and ``cron ...``: the gateway's admin side.
+
+These read and write the shared store and the gateway's status files; they never talk to a
+running gateway directly (a queued ``cron run`` is picked up by its next scheduler pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parsers", "run"]
+
+
+def add_parsers(commands: Any) -> None:
+    """Register the ``gateway``, ``pairing`` and ``cron`` subcommands."""
+    gateway = commands.add_parser("gateway", help="the Telegram gateway: status")
+    gateway.add_argument("action", choices=["status"], help="status: is it running, and what is it doing")
+
+    pairing = commands.add_parser("pairing", help="approve Telegram users who asked to pair")
+    pairing.add_argument("action", choices=["list", "approve", "reject", "users", "revoke"])
+    pairing.add_argument("value", nargs="?", help="the CODE (approve, reject) or numeric USER_ID (revoke)")
+
+    cron = commands.add_parser("cron", help="scheduled jobs run by hermes-gateway")
+    verbs = cron.add_subparsers(dest="cron_action", metavar="ACTION", required=True)
+    add = verbs.add_parser("add", help="add a job: cron add SCHEDULE PROMPT --project PATH [--chat ID]")
+    add.add_argument("schedule", help="'0 9 * * 1-5', 'every 2h', 'daily at 09:00', 'weekdays at 9am', 'in 30m', or ISO time")
+    add.add_argument("prompt", help="what the agent does at each run")
+    add.add_argument("--project", default=".", help="the project directory (default: here)")
+    add.add_argument("--chat", type=int, help="Telegram chat id the results go to (default: the gateway owner's)")
+    add.add_argument("--name", help="a short label")
+    add.add_argument("--mode", default="read-only", choices=["read-only", "ask", "accept-edits", "auto"])
+    add.add_argument("--tz", help="IANA time zone (default: [cron] timezone or the system's)")
+    verbs.add_parser("list", help="jobs, their next run, and the catch-up policy")
+    for verb in ("pause", "resume", "remove", "run"):
+        verbs.add_parser(verb, help=f"{verb} a job").add_argument("job_id")
+    runs = verbs.add_parser("runs", help="recent runs and their delivery")
+    runs.add_argument("job_id", nargs="?")
+    runs.add_argument("--limit", type=int, default=20)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "gateway":
+        return gateway_status()
+    if args.command == "pairing":
+        return asyncio.run(_pairing(args.action, args.value))
+    return asyncio.run(_cron(args))
+
+
+def _when(epoch: float | None) -> str:
+    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def gateway_status() -> int:
+    """Print each bot's gateway: running (its lock is held) or not, and its last heartbeat."""
+    from core.config import home
+
+    directory = home() / "gateway"
+    files = sorted(directory.glob("bot-*.json")) if directory.is_dir() else []
+    if not files:
+        print("No gateway has run yet. Start one with: hermes-gateway run")
+        return 1
+    any_running = False
+    for path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        running = _lock_held(path.with_suffix(".lock"))
+        any_running |= running
+        state = "running" if running else "not running"
+        print(f"{path.stem}: {state} (pid {data.get('pid')}, @{data.get('bot') or '?'}, {data.get('mode', 'polling')})")
+        print(f"  started {_when(data.get('started_at'))}, last heartbeat {_when(data.get('heartbeat'))}")
+        if running:
+            print(f"  projects: {', '.join(data.get('projects') or [])}; turns running: {data.get('turns_running', 0)}")
+            print(
+                f"  cron: {'on' if data.get('cron_enabled') else 'off'}, runs in flight {data.get('cron_runs_running', 0)}, "
+                f"catch-up window {int(data.get('catch_up_grace') or 0)}s; remote approvals "
+                f"{'on' if data.get('remote_approvals') else 'off'}; last update {_when(data.get('last_update_at'))}"
+            )
+    return 0 if any_running else 1
+
+
+def _lock_held(path: Path) -> bool:
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+async def _pairing(action: str, value: str | None) -> int:
+    from core.config import load_config
+    from core.pairing import Pairing, PairingError
+    from core.store import SessionStore
+    from core.store.gateway import GatewayStore
+
+    async with SessionStore.open() as store:
+        gateway = GatewayStore(store)
+        pairing = Pairing(gateway, load_config().telegram.allowed_users)
+        if action == "list":
+            codes = await pairing.pending()
+            if not codes:
+                print("No pairing requests waiting.")
+            for code in codes:
+                print(f"{code.code}  user {code.user_id} ({code.name or '?'})  expires {_when(code.expires_at)}")
+            return 0
+        if action == "users":
+            for user_id, name, at in await gateway.users():
+                print(f"{user_id}  {name or '?'}  paired {_when(at)}")
+            return 0
+        if not value:
+            print(f"pairing {action} needs a value (see --help).")
+            return 2
+        if action == "approve":
+            try:
+                found = await pairing.approve(value)
+            except PairingError as exc:
+                print(exc)
+                return 1
+            print(f"Approved: user {found.user_id} ({found.name or '?'}) may now use the bot.")
+            return 0
+        if action == "reject":
+            print("Rejected." if await gateway.reject_code(value.strip().upper()) else "No such pending code.")
+            return 0
+        if not value.isdigit():
+            print("revoke takes the numeric user id (see 'pairing users').")
+            return 2
+        print("Revoked." if await gateway.revoke_user(int(value)) else "That user was not paired (configured ids are changed in config.toml).")
+        return 0
+
+
+async def _cron(args: argparse.Namespace) -> int:
+    from core.config import load_config
+    from core.cron import ScheduleError, fmt_time, local_zone, parse_schedule
+    from core.store import SessionStore
+    from core.store.jobs import JobStore
+
+    config = load_config()
+    action = args.cron_action
+    async with SessionStore.open() as store:
+        jobs = JobStore(store)
+        if action == "add":
+            tz = args.tz or config.cron.timezone or local_zone()
+            try:
+                schedule = parse_schedule(args.schedule, tz=tz)
+            except ScheduleError as exc:
+                print(exc)
+                return 2
+            project = Path(args.project).expanduser().resolve()
+            if not project.is_dir():
+                print(f"{project} is not a directory.")
+                return 2
+            chat = args.chat if args.chat is not None else config.gateway.owner
+            job = await jobs.add_job(
+                name=args.name or args.prompt[:40], schedule=schedule, timezone=tz, prompt=args.prompt,
+                project=str(project), mode=args.mode, chat_id=chat,
+            )
+            where = f"chat {chat}" if chat is not None else "no chat (set --chat or [gateway] owner)"
+            print(f"Added job {job.id}: {schedule.describe()}, next run {fmt_time(job.next_run_at, tz)}; results go to {where}.")
+            return 0
+        if action == "list":
+            found = await jobs.list_jobs()
+            print(f"Catch-up policy: after downtime, one run per job if its latest missed slot is under "
+                  f"{int(config.cron.catch_up_grace)}s old; older ones are reported as missed, never run in a burst.")
+            if not found:
+                print("No jobs.")
+            for job in found:
+                state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
+                print(f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_id}  {job.project}")
+            return 0
+        if action == "runs":
+            found_runs = await jobs.runs(args.job_id, limit=max(1, args.limit))
+            if not found_runs:
+                print("No runs yet.")
+            for r in found_runs:
+                extra = f" ({r.error})" if r.error else ""
+                print(f"{r.id}  job {r.job_id}  slot {_when(r.scheduled_at)}  {r.status}{' catch-up' if r.catch_up and r.status != 'missed' else ''}"
+                      f"  delivery {r.delivery_status} x{r.delivery_attempts}{extra}")
+            return 0
+        job_id = args.job_id
+        if await jobs.get_job(job_id) is None:
+            print(f"No job {job_id} (see 'hermes-editor cron list').")
+            return 1
+        if action == "remove":
+            await jobs.remove_job(job_id)
+            print("Removed.")
+        elif action == "run":
+            await jobs.request_run(job_id)
+            print("Queued: a running hermes-gateway starts it within one scheduler tick.")
+        else:
+            await jobs.set_paused(job_id, action == "pause")
+            print("Paused." if action == "pause" else "Resumed.")
+        return 0

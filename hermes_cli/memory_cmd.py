@@ -1,0 +1,51 @@
+"""``hermes-editor memory show|log|revert``: what the agent remembers, who changed it, and undo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+__all__ = ["register", "run"]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    memory = commands.add_parser("memory", help="show memory, its change log, or revert a change")
+    actions = memory.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("show", help="both memory files with their budgets (the default)")
+    log = actions.add_parser("log", help="every change: id, when, who, before and after")
+    log.add_argument("--limit", type=int, default=30)
+    revert = actions.add_parser("revert", help="undo one change by its id (from 'memory log')")
+    revert.add_argument("id")
+
+
+def run(args: argparse.Namespace) -> int:
+    from core import memory
+    from core.context import current_settings
+
+    action = args.action or "show"
+    if action == "show":
+        settings = current_settings()
+        for kind in memory.FILES:
+            path = memory.memory_path(kind)
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            print(f"# {memory.LABELS[kind]}  {len(text)}/{memory.budget_for(kind, settings)} characters  {path}")
+            print(text.rstrip() or "(empty)")
+            print()
+        return 0
+    if action == "log":
+        for entry in memory.journal()[-max(1, args.limit) :]:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.at))
+            print(f"{entry.id}  {when}  {entry.who:<16} {entry.action:<7} {memory.FILES[entry.kind]}")
+            if entry.before is not None:
+                print(f"    - {entry.before}")
+            if entry.after is not None:
+                print(f"    + {entry.after}")
+        return 0
+    try:
+        change = memory.revert(args.id)
+    except memory.MemoryError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(f"Reverted: {change.action} in {memory.FILES[change.kind]} ({change.used}/{change.budget} characters).")
+    return 0

@@ -1,0 +1,343 @@
+"""The gateway process: the store, two agents (chat and cron), the Telegram application, loops.
+
+Updates flow through python-telegram-bot's ``Application`` (httpx underneath): the
+authorisation gate first (group -1), then commands, messages and button presses. Turns run
+as background tasks so button presses are handled while a turn waits for an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import mimetypes
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from telegram import Update
+from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, ContextTypes, MessageHandler, TypeHandler, filters
+
+from core.config import Config, home
+from core.cron import local_zone
+from hermes_gateway.telegram_io import Target
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+    from core.pairing import Pairing
+    from core.store import SessionRecord, SessionStore
+    from core.store.gateway import GatewayStore
+    from core.store.jobs import JobStore
+    from hermes_gateway.lock import GatewayLock
+
+__all__ = ["Gateway", "GatewayError"]
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 5.0
+DEFAULT_API = "https://api.telegram.org/bot"
+_TEXT_INLINE_LIMIT = 100_000
+
+
+class GatewayError(Exception):
+    """A configuration problem that stops the gateway before it starts; the message says what to fix."""
+
+
+def check_config(config: Config) -> dict[str, str]:
+    """The configured projects (name -> resolved path); raises GatewayError for what is missing."""
+    if config.telegram.token is None:
+        raise GatewayError("No Telegram bot token: set TELEGRAM_BOT_TOKEN or [telegram] token in config.toml (from @BotFather).")
+    if not config.gateway.projects:
+        raise GatewayError('No projects: add [gateway] projects = { name = "/path/to/project" } to config.toml.')
+    if config.telegram.mode == "webhook" and (config.telegram.webhook_secret is None or not config.telegram.webhook_url):
+        raise GatewayError("Webhook mode needs [telegram] webhook_url and webhook_secret (a secret token Telegram sends back).")
+    if config.telegram.mode == "webhook":
+        import importlib.util
+
+        if importlib.util.find_spec("tornado") is None:
+            raise GatewayError("Webhook mode needs the webhook extra: pip install 'python-telegram-bot[webhooks]' (or use polling).")
+    projects: dict[str, str] = {}
+    for name, raw in config.gateway.projects.items():
+        path = Path(raw).expanduser().resolve()
+        if not path.is_dir():
+            raise GatewayError(f"[gateway] projects.{name}: {path} is not a directory.")
+        projects[name] = str(path)
+    return projects
+
+
+class Gateway:
+    """Everything one ``hermes-gateway run`` holds."""
+
+    def __init__(self, config: Config, lock: GatewayLock | None = None) -> None:
+        self.config = config
+        self.projects = check_config(config)
+        self.secrets = config.secrets
+        self.timezone = config.cron.timezone or local_zone()
+        self.default_mode = "ask"
+        self.lock = lock
+        self.started_at = time.time()
+        self.last_update_at: float | None = None
+        self.bot_username = ""
+        self._loops: list[asyncio.Task[None]] = []
+
+    # -- building -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the store and build the agents and the Telegram application (no network yet)."""
+        from core.agent import Agent
+        from core.approvals import ApprovalBroker
+        from core.models import build_model
+        from core.pairing import Pairing
+        from core.store import SessionStore
+        from core.store.gateway import GatewayStore
+        from core.store.jobs import JobStore
+        from hermes_gateway.auth import Gate
+        from hermes_gateway.chats import Conversations
+        from hermes_gateway.commands import Commands
+        from hermes_gateway.remote import RemoteApprovals
+        from hermes_gateway.scheduler import Scheduler
+        from toolsets import toolset
+
+        cfg = self.config
+        self.store: SessionStore = await SessionStore.open()
+        self.gateway_store: GatewayStore = GatewayStore(self.store)
+        self.jobs: JobStore = JobStore(self.store)
+        self.pairing: Pairing = Pairing(self.gateway_store, cfg.telegram.allowed_users)
+        model = build_model(cfg)
+        common = dict(
+            model=model,
+            store=self.store,
+            max_steps=cfg.max_steps,
+            max_tokens=cfg.max_tokens,
+            surface="gateway",
+            learning=cfg.learning,
+            context_window=cfg.context_window(),
+        )
+        self.agent: Agent = Agent(tools=toolset("gateway"), broker=ApprovalBroker(self.store, timeout=cfg.approvals.timeout), **common)  # type: ignore[arg-type]
+        self.cron_agent: Agent = Agent(tools=toolset("cron"), broker=ApprovalBroker(self.store, timeout=60), **common)  # type: ignore[arg-type]
+        self.conversations = Conversations(self)
+        self.commands = Commands(self)
+        self.scheduler = Scheduler(self)
+        self.remote = RemoteApprovals(self)
+        assert cfg.telegram.token is not None
+        base = (cfg.telegram.api_base_url or DEFAULT_API).rstrip("/")
+        builder: ApplicationBuilder = (
+            ApplicationBuilder()
+            .token(cfg.telegram.token.get_secret_value())
+            .base_url(base)
+            .base_file_url(re.sub(r"/bot$", "/file/bot", base))
+            .get_updates_read_timeout(cfg.telegram.poll_timeout + 10)
+        )
+        self.application: Application = builder.build()
+        app = self.application
+        app.add_handler(TypeHandler(Update, Gate(self)), group=-1)
+        app.add_handler(CallbackQueryHandler(self._on_button))
+        app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, self.commands.dispatch))
+        app.add_handler(
+            MessageHandler(filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL) & ~filters.COMMAND, self._on_message)
+        )
+        app.add_error_handler(self._on_error)
+
+    @property
+    def bot(self) -> Any:
+        return self.application.bot
+
+    # -- running --------------------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Poll (or take webhooks) and run the scheduler until ``stop`` is set; then shut down gracefully."""
+        from core.approval_watch import watch_foreign_answers
+
+        cfg = self.config
+        app = self.application
+        async with app:
+            self.bot_username = app.bot.username or ""
+            log.info("gateway started as @%s; projects: %s", self.bot_username, ", ".join(self.projects))
+            await app.start()
+            assert app.updater is not None
+            if cfg.telegram.mode == "webhook":
+                assert cfg.telegram.webhook_secret is not None
+                await app.updater.start_webhook(
+                    listen=cfg.telegram.webhook_listen,
+                    port=cfg.telegram.webhook_port,
+                    webhook_url=cfg.telegram.webhook_url,
+                    secret_token=cfg.telegram.webhook_secret.get_secret_value(),
+                )
+            else:
+                await app.updater.start_polling(poll_interval=0.0, timeout=int(cfg.telegram.poll_timeout), drop_pending_updates=False)
+            self._loops = [
+                asyncio.create_task(self._heartbeat(), name="heartbeat"),
+                asyncio.create_task(watch_foreign_answers(self.agent.broker, self.store), name="approval-watch"),
+            ]
+            if cfg.cron.enabled:
+                self._loops.append(asyncio.create_task(self.scheduler.loop(), name="scheduler"))
+            if self.remote.enabled:
+                self._loops.append(asyncio.create_task(self.remote.loop(), name="remote-approvals"))
+            await stop.wait()
+            log.info("stopping: no new updates; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
+            await app.updater.stop()
+            await asyncio.gather(
+                self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace)
+            )
+            for task in self._loops:
+                task.cancel()
+            await asyncio.gather(*self._loops, return_exceptions=True)
+            await app.stop()
+        await self.close()
+
+    async def close(self) -> None:
+        try:
+            await self.agent.model.aclose()
+        except Exception:
+            log.debug("model close failed", exc_info=True)
+        await self.store.close()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self.write_status("running")
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    def write_status(self, state: str) -> None:
+        if self.lock is None:
+            return
+        try:
+            self.lock.write_status(
+                state=state,
+                bot=self.bot_username,
+                mode=self.config.telegram.mode,
+                projects=list(self.projects),
+                turns_running=len(self.conversations.running()),
+                cron_enabled=self.config.cron.enabled,
+                cron_runs_running=self.scheduler.running,
+                catch_up_grace=self.config.cron.catch_up_grace,
+                remote_approvals=self.remote.enabled,
+                last_update_at=self.last_update_at,
+            )
+        except OSError:
+            log.warning("cannot write the status file", exc_info=True)
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def target_of(self, message: Any) -> Target:
+        thread = message.message_thread_id if getattr(message, "is_topic_message", False) else None
+        return Target(message.chat.id, thread)
+
+    def addressed(self, message: Any) -> bool:
+        """In a group, the bot answers only when mentioned or replied to."""
+        if message.chat.type == "private":
+            return True
+        text = message.text or message.caption or ""
+        if self.bot_username and f"@{self.bot_username}".lower() in text.lower():
+            return True
+        reply = message.reply_to_message
+        return bool(reply and reply.from_user and reply.from_user.id == self.bot.id)
+
+    async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        from core.messages import ImagePart, TextPart, UserMessage
+
+        message = update.message
+        user = update.effective_user
+        if message is None or user is None or not self.addressed(message):
+            return
+        self.last_update_at = time.time()
+        text = message.text or message.caption or ""
+        if self.bot_username:
+            text = re.sub(rf"@{re.escape(self.bot_username)}\b", "", text, flags=re.IGNORECASE).strip()
+        target = self.target_of(message)
+        parts: list[Any] = []
+        try:
+            notes, images = await self._attachments(message, target)
+        except Exception as exc:
+            log.warning("could not fetch an attachment: %s", exc)
+            notes, images = [f"(An attachment could not be downloaded: {type(exc).__name__}.)"], []
+        body = "\n\n".join([t for t in [text, *notes] if t])
+        if not body and not images:
+            return
+        parts.append(TextPart(text=body or "(see the attached image)"))
+        parts += [ImagePart(media_type=mt, data=data) for mt, data in images]
+        conversation = await self.conversations.get(target)
+        self.conversations.start_turn(conversation, UserMessage(parts=parts), user.id)
+
+    async def _attachments(self, message: Any, target: Target) -> tuple[list[str], list[tuple[str, str]]]:
+        """Save files and photos under the state home; text files are given inline, images as images."""
+        notes: list[str] = []
+        images: list[tuple[str, str]] = []
+        limit = self.config.gateway.files_max_bytes
+        folder = home() / "gateway" / "uploads" / target.key.replace(":", "_")
+        if message.photo:
+            photo = message.photo[-1]
+            data = await self._download(photo.file_id, limit)
+            path = _save(folder, f"photo-{photo.file_unique_id}.jpg", data)
+            images.append(("image/jpeg", base64.b64encode(data).decode()))
+            notes.append(f"(Photo saved at {path}.)")
+        document = message.document
+        if document is not None:
+            if document.file_size and document.file_size > limit:
+                return [f"(The file {document.file_name} is larger than {limit} bytes and was not downloaded.)"], images
+            data = await self._download(document.file_id, limit)
+            name = Path(document.file_name or f"file-{document.file_unique_id}").name
+            path = _save(folder, name, data)
+            kind = document.mime_type or mimetypes.guess_type(name)[0] or ""
+            if kind.startswith("image/"):
+                images.append((kind, base64.b64encode(data).decode()))
+                notes.append(f"(Image saved at {path}.)")
+            else:
+                try:
+                    content = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    content = None
+                if content is not None and len(content) <= _TEXT_INLINE_LIMIT:
+                    notes.append(f"(File {name}, saved at {path}:)\n```\n{content}\n```")
+                else:
+                    notes.append(f"(File {name} saved at {path}; {len(data)} bytes.)")
+        return notes, images
+
+    async def _download(self, file_id: str, limit: int) -> bytes:
+        file = await self.bot.get_file(file_id)
+        data = bytes(await file.download_as_bytearray())
+        if len(data) > limit:
+            raise ValueError("file too large")
+        return data
+
+    async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        if query is None or not query.data:
+            return
+        self.last_update_at = time.time()
+        kind, _, rest = query.data.partition("|")
+        approval_id, _, choice = rest.partition("|")
+        if kind == "ap":
+            await self.conversations.approvals.press(query, approval_id, choice)
+        elif kind == "rp":
+            await self.remote.press(query, approval_id, choice)
+        else:
+            await query.answer("This button is no longer valid.")
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.error("handler failed: %s", context.error, exc_info=context.error)
+
+    # -- sessions across surfaces ---------------------------------------------------------
+
+    def project_of(self, cwd: str) -> str | None:
+        """The configured project a path belongs to, if any."""
+        path = Path(cwd).resolve()
+        for name, root in self.projects.items():
+            if path == Path(root) or Path(root) in path.parents:
+                return name
+        return None
+
+    async def project_sessions(self, limit: int = 10) -> list[SessionRecord]:
+        """Recent sessions of the configured projects, from every surface, newest first."""
+        found: dict[str, SessionRecord] = {}
+        for record in await self.store.list_sessions(limit=500):
+            if self.project_of(record.cwd) is not None and record.id not in found:
+                found[record.id] = record
+        return sorted(found.values(), key=lambda r: r.updated_at, reverse=True)[:limit]
+
+
+def _save(folder: Path, name: str, data: bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{int(time.time())}-{name}"
+    path.write_bytes(data)
+    return path

@@ -1,0 +1,298 @@
+"""Conversations: each chat (and forum topic) is one agent session in one configured project.
+
+A turn streams into one Telegram message, edited at a bounded rate; when the turn ends the
+reply is rendered and split (``telegram_io.send_long``). Questions from the approval policy
+become inline buttons bound to the request id, the chat and the user who sent the prompt:
+a press by anyone else is refused, a late press is told the question is gone, and the core's
+broker denies on timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
+
+from core.approvals import Decision
+from core.events import Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
+from core.messages import UserMessage
+from hermes_gateway.render import LIMIT
+from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
+
+if TYPE_CHECKING:
+    from core.agent import Session
+    from core.approvals import ApprovalRequest
+    from hermes_gateway.app import Gateway
+
+__all__ = ["ApprovalButtons", "Conversation", "Conversations"]
+
+log = logging.getLogger(__name__)
+
+_CHOICES = {"o": Decision.ALLOW_ONCE, "a": Decision.ALLOW_ALWAYS, "d": Decision.REJECT_ONCE}
+_SAID = {"o": "Allowed once", "a": "Always allowed", "d": "Denied"}
+TYPING_EVERY = 4.0
+
+
+@dataclass(slots=True)
+class _Asked:
+    request: ApprovalRequest
+    target: Target
+    user_id: int
+    message_id: int | None = None
+
+
+class ApprovalButtons:
+    """In-chat questions: ``ap|<approval id>|<o|a|d>`` (under 64 bytes of callback data)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._asked: dict[str, _Asked] = {}
+
+    async def ask(self, request: ApprovalRequest, target: Target, user_id: int) -> None:
+        lines = [f"🔐 Approval needed: {request.title}"]
+        if request.reason:
+            lines.append(f"Why: {request.reason}")
+        if request.command:
+            lines.append(f"```\n{request.command[:1500]}\n```")
+        for diff in request.diffs[:3]:
+            lines.append(f"Changes {diff.path}")
+        buttons = [InlineKeyboardButton("Allow once", callback_data=f"ap|{request.id}|o")]
+        if request.offer_always:
+            buttons.append(InlineKeyboardButton("Allow always", callback_data=f"ap|{request.id}|a"))
+        buttons.append(InlineKeyboardButton("Deny", callback_data=f"ap|{request.id}|d"))
+        asked = _Asked(request, target, user_id)
+        self._asked[request.id] = asked
+        message = await send_text(self._gateway.bot, target, "\n".join(lines), reply_markup=InlineKeyboardMarkup([buttons]))
+        asked.message_id = message.message_id
+
+    async def press(self, query: Any, approval_id: str, choice: str) -> None:
+        """A button press, already past the allowlist gate; binding checked here."""
+        asked = self._asked.get(approval_id)
+        future = asked.request.future if asked else None
+        if asked is None or future is None or future.done():
+            self._asked.pop(approval_id, None)
+            await query.answer("This request has expired or was already answered.", show_alert=True)
+            await _drop_keyboard(query)
+            return
+        chat_id = query.message.chat.id if query.message else None
+        if query.from_user is None or query.from_user.id != asked.user_id or chat_id != asked.target.chat_id:
+            log.warning("approval %s: press by user %s refused (bound to %s)", approval_id, getattr(query.from_user, "id", None), asked.user_id)
+            await query.answer("Only the person who asked for this can answer it.", show_alert=True)
+            return
+        decision = _CHOICES.get(choice)
+        if decision is None or (decision is Decision.ALLOW_ALWAYS and not asked.request.offer_always):
+            await query.answer("That choice is not offered for this request.", show_alert=True)
+            return
+        won = await self._gateway.agent.broker.answer(approval_id, decision, by=f"telegram:{query.from_user.id}")
+        self._asked.pop(approval_id, None)
+        if not won:
+            await query.answer("This request has expired or was already answered.", show_alert=True)
+            await _drop_keyboard(query)
+            return
+        await query.answer(_SAID[choice])
+        await self._settle(asked, _SAID[choice])
+
+    async def expire_session(self, session_id: str) -> None:
+        """The turn ended: questions still shown for it can no longer be answered."""
+        for approval_id, asked in list(self._asked.items()):
+            if asked.request.session_id == session_id and (asked.request.future is None or asked.request.future.done()):
+                self._asked.pop(approval_id, None)
+                await self._settle(asked, "Expired")
+
+    async def _settle(self, asked: _Asked, outcome: str) -> None:
+        if asked.message_id is None:
+            return
+        try:
+            await edit_text(self._gateway.bot, asked.target, asked.message_id, f"🔐 {asked.request.title} — {outcome}", html=False)
+        except TelegramError:
+            log.debug("could not update the approval message", exc_info=True)
+
+
+async def _drop_keyboard(query: Any) -> None:
+    try:
+        await query.edit_message_reply_markup(reply_markup=None)
+    except TelegramError:
+        pass
+
+
+class _Stream:
+    """One reply being written: a draft message edited at most every ``interval`` seconds."""
+
+    def __init__(self, bot: Any, target: Target, interval: float) -> None:
+        self.bot, self.target, self.interval = bot, target, interval
+        self.text: list[str] = []
+        self.status = ""
+        self.message_id: int | None = None
+        self._last = 0.0
+
+    async def update(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        body = "".join(self.text)
+        # While streaming, show the tail: the whole reply is sent, split, at the end.
+        draft = body[-(LIMIT - 200) :] if len(body) > LIMIT - 200 else body
+        draft = (draft + ("\n\n" if draft else "") + self.status).strip() or "…"
+        try:
+            if self.message_id is None:
+                sent = await self.bot.send_message(text=draft, **self.target.kwargs())
+                self.message_id = sent.message_id
+            else:
+                await edit_text(self.bot, self.target, self.message_id, draft, html=False)
+        except TelegramError:
+            log.debug("draft update failed", exc_info=True)
+
+    async def finish(self, footer: str = "") -> None:
+        body = "".join(self.text).strip()
+        if footer:
+            body = f"{body}\n\n{footer}" if body else footer
+        await send_long(self.bot, self.target, body or "(no reply)", first_message_id=self.message_id)
+
+
+@dataclass(eq=False)
+class Conversation:
+    """One chat's (or topic's) state: project, session, mode, the turn in flight."""
+
+    target: Target
+    project: str
+    mode: str = "ask"
+    session: Session | None = None
+    turn: asyncio.Task[None] | None = None
+    busy_since: float | None = None
+    attachments: list[Any] = field(default_factory=list)
+
+
+class Conversations:
+    """Every conversation of this gateway; bindings persist in the store across restarts."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._by_key: dict[str, Conversation] = {}
+        self.approvals = ApprovalButtons(gateway)
+
+    def running(self) -> list[Conversation]:
+        return [c for c in self._by_key.values() if c.turn is not None and not c.turn.done()]
+
+    async def get(self, target: Target) -> Conversation:
+        found = self._by_key.get(target.key)
+        if found is not None:
+            return found
+        binding = await self._gateway.gateway_store.binding(target.key)
+        projects = self._gateway.projects
+        project = binding.project if binding.project in projects else next(iter(projects))
+        conversation = Conversation(target, project, binding.mode or self._gateway.default_mode)
+        if binding.session_id:
+            conversation.session = await self._open(conversation, binding.session_id)
+        self._by_key[target.key] = conversation
+        return conversation
+
+    async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
+        from core.host import LocalHost
+
+        agent = self._gateway.agent
+        return await agent.open_session(session_id, LocalHost(self._gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+
+    async def save(self, conversation: Conversation) -> None:
+        from core.store.gateway import ChatBinding
+
+        sid = conversation.session.id if conversation.session else None
+        await self._gateway.gateway_store.bind(ChatBinding(conversation.target.key, conversation.project, sid, conversation.mode))
+
+    async def new_session(self, conversation: Conversation) -> Session:
+        from core.host import LocalHost
+
+        path = Path(self._gateway.projects[conversation.project])
+        session = await self._gateway.agent.new_session(path, LocalHost(self._gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        conversation.session = session
+        await self.save(conversation)
+        return session
+
+    async def resume(self, conversation: Conversation, session_id: str) -> Session | None:
+        session = await self._open(conversation, session_id)
+        if session is not None:
+            conversation.session = session
+            await self.save(conversation)
+        return session
+
+    def start_turn(self, conversation: Conversation, message: UserMessage, user_id: int) -> None:
+        """Run a prompt in the background: the handler returns, so button presses keep flowing."""
+        previous = conversation.turn
+
+        async def run() -> None:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])  # one turn at a time per chat, in order
+            await self._turn(conversation, message, user_id)
+
+        conversation.turn = asyncio.create_task(run(), name=f"turn-{conversation.target.key}")
+
+    async def _turn(self, conversation: Conversation, message: UserMessage, user_id: int) -> None:
+        gateway = self._gateway
+        session = conversation.session or await self.new_session(conversation)
+        stream = _Stream(gateway.bot, conversation.target, gateway.config.telegram.edit_interval)
+        typing = asyncio.create_task(self._typing(conversation.target))
+        conversation.busy_since = time.time()
+        footer = ""
+        try:
+            async for event in gateway.agent.run_turn(session, message):
+                if isinstance(event, TextDelta):
+                    stream.text.append(event.text)
+                    stream.status = ""
+                    await stream.update()
+                elif isinstance(event, ToolStarted):
+                    stream.status = f"⚙️ {event.title}"
+                    await stream.update()
+                elif isinstance(event, PermissionNeeded):
+                    await self.approvals.ask(event.request, conversation.target, user_id)  # type: ignore[arg-type]
+                elif isinstance(event, Notice) and event.level != "info":
+                    await send_text(gateway.bot, conversation.target, f"⚠️ {event.text}")
+                elif isinstance(event, TurnEnded):
+                    if event.stop_reason == "cancelled":
+                        footer = "⏹ Stopped."
+                    elif event.stop_reason == "max_tokens":
+                        footer = "(The reply was cut off at the model's output limit.)"
+        except Exception:
+            log.exception("turn failed in chat %s", conversation.target.key)
+            footer = "Internal error; the conversation is saved, try again."
+        finally:
+            typing.cancel()
+            conversation.busy_since = None
+        # Questions of this turn that were not answered (timed out, cancelled) say so first.
+        await self.approvals.expire_session(session.id)
+        try:
+            await stream.finish(footer)
+        except Exception:
+            log.exception("could not deliver the reply in chat %s", conversation.target.key)
+
+    async def _typing(self, target: Target) -> None:
+        while True:
+            try:
+                await self._gateway.bot.send_chat_action(action=ChatAction.TYPING, **target.kwargs())
+            except TelegramError:
+                pass
+            await asyncio.sleep(TYPING_EVERY)
+
+    def stop(self, conversation: Conversation) -> bool:
+        if conversation.session is None or conversation.turn is None or conversation.turn.done():
+            return False
+        self._gateway.agent.cancel(conversation.session)
+        return True
+
+    async def drain(self, grace: float) -> None:
+        """On shutdown: let turns in flight finish for ``grace`` seconds, then cancel them (saved)."""
+        running = [c for c in self.running()]
+        if not running:
+            return
+        tasks = [c.turn for c in running if c.turn is not None]
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        if pending:
+            for conversation in running:
+                self.stop(conversation)
+            await asyncio.wait(pending, timeout=10)

@@ -1,0 +1,220 @@
+"""Chat commands: /new /sessions /resume /project /mode /stop /undo /cron /whoami /help.
+
+Every command runs after the authorisation gate. Projects are chosen by name from the
+configured list, never by a path typed in chat.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from core.cron import ScheduleError, fmt_time, parse_schedule
+from hermes_gateway.telegram_io import Target, send_long
+
+if TYPE_CHECKING:
+    from hermes_gateway.app import Gateway
+
+__all__ = ["COMMANDS", "Commands"]
+
+MODES = ("read-only", "ask", "accept-edits", "auto")
+COMMANDS = {
+    "new": "start a fresh conversation in this chat's project",
+    "sessions": "recent sessions of your projects, from every surface",
+    "resume": "continue a session by id (from /sessions): /resume ID",
+    "project": "show or switch the project: /project NAME",
+    "mode": "show or set the approval mode: /mode read-only|ask|accept-edits|auto",
+    "stop": "stop the reply in progress",
+    "undo": "restore the files the last turn changed",
+    "cron": "scheduled jobs: /cron list | add SCHEDULE | PROMPT | pause|resume|remove|run ID",
+    "whoami": "your user id, this chat, project and session",
+    "help": "this list",
+}
+
+
+class Commands:
+    """Handlers for the slash commands, one method each."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def dispatch(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.effective_message
+        if message is None or not message.text:
+            return
+        word, _, rest = message.text.partition(" ")
+        name = word[1:].split("@", 1)[0].lower()
+        handler = getattr(self, f"cmd_{name}", None)
+        target = self._gateway.target_of(message)
+        if handler is None:
+            await self._say(target, f"Unknown command /{name}. Try /help.")
+            return
+        await handler(update, target, rest.strip())
+
+    async def _say(self, target: Target, text: str) -> None:
+        await send_long(self._gateway.bot, target, text)
+
+    async def cmd_help(self, update: Update, target: Target, arg: str) -> None:
+        lines = ["Send a message to talk to the agent. Commands:"]
+        lines += [f"/{name} — {text}" for name, text in COMMANDS.items()]
+        await self._say(target, "\n".join(lines))
+
+    async def cmd_start(self, update: Update, target: Target, arg: str) -> None:
+        await self.cmd_help(update, target, arg)
+
+    async def cmd_whoami(self, update: Update, target: Target, arg: str) -> None:
+        user = update.effective_user
+        conversation = await self._gateway.conversations.get(target)
+        session = conversation.session.id if conversation.session else "(none yet)"
+        await self._say(
+            target,
+            f"User id: {user.id if user else '?'}\nChat: {target.chat_id}"
+            + (f" (topic {target.thread_id})" if target.thread_id else "")
+            + f"\nProject: {conversation.project}\nMode: {conversation.mode}\nSession: {session}",
+        )
+
+    async def cmd_new(self, update: Update, target: Target, arg: str) -> None:
+        conversation = await self._gateway.conversations.get(target)
+        self._gateway.conversations.stop(conversation)
+        session = await self._gateway.conversations.new_session(conversation)
+        await self._say(target, f"New conversation in {conversation.project} ({session.id[:8]}).")
+
+    async def cmd_project(self, update: Update, target: Target, arg: str) -> None:
+        conversation = await self._gateway.conversations.get(target)
+        projects = self._gateway.projects
+        if not arg:
+            listing = "\n".join(f"{'→' if n == conversation.project else ' '} {n}  {p}" for n, p in projects.items())
+            await self._say(target, f"Projects (switch with /project NAME):\n{listing}")
+            return
+        if arg not in projects:
+            await self._say(target, f"No project named {arg!r}. Configured: {', '.join(projects)}.")
+            return
+        conversation.project = arg
+        self._gateway.conversations.stop(conversation)
+        await self._gateway.conversations.new_session(conversation)
+        await self._say(target, f"Now in project {arg} ({projects[arg]}); a new conversation starts.")
+
+    async def cmd_mode(self, update: Update, target: Target, arg: str) -> None:
+        conversation = await self._gateway.conversations.get(target)
+        if not arg:
+            await self._say(target, f"Mode: {conversation.mode}. Set with /mode {'|'.join(MODES)}.")
+            return
+        if arg not in MODES:
+            await self._say(target, f"Unknown mode {arg!r}; one of {', '.join(MODES)}.")
+            return
+        conversation.mode = arg
+        if conversation.session is not None:
+            conversation.session.policy.mode = arg  # type: ignore[assignment]
+        await self._gateway.conversations.save(conversation)
+        await self._say(target, f"Mode set to {arg}.")
+
+    async def cmd_stop(self, update: Update, target: Target, arg: str) -> None:
+        conversation = await self._gateway.conversations.get(target)
+        stopped = self._gateway.conversations.stop(conversation)
+        await self._say(target, "Stopping…" if stopped else "Nothing is running.")
+
+    async def cmd_undo(self, update: Update, target: Target, arg: str) -> None:
+        from core.checkpoints import Checkpoints
+
+        conversation = await self._gateway.conversations.get(target)
+        if conversation.session is None:
+            await self._say(target, "Nothing to undo yet.")
+            return
+        checkpoints = Checkpoints()
+        if not await checkpoints.list(conversation.session.id):
+            await self._say(target, "Nothing to undo: no turn of this session has changed files.")
+            return
+        report = await checkpoints.undo_last(conversation.session.id)
+        await self._say(target, report.summary())
+
+    async def cmd_sessions(self, update: Update, target: Target, arg: str) -> None:
+        records = await self._gateway.project_sessions(limit=10)
+        if not records:
+            await self._say(target, "No sessions yet in your projects.")
+            return
+        lines = ["Recent sessions (continue one with /resume ID):"]
+        for record in records:
+            when = time.strftime("%m-%d %H:%M", time.localtime(record.updated_at))
+            lines.append(f"`{record.id[:8]}` {when} [{record.surface}] {record.title or '(untitled)'} — {Path(record.cwd).name}")
+        await self._say(target, "\n".join(lines))
+
+    async def cmd_resume(self, update: Update, target: Target, arg: str) -> None:
+        if not arg:
+            await self._say(target, "Which one? /resume ID (see /sessions).")
+            return
+        matches = [r for r in await self._gateway.project_sessions(limit=200) if r.id.startswith(arg.lower())]
+        if len(matches) != 1:
+            await self._say(target, "No such session in your projects." if not matches else "That prefix matches several; give more of the id.")
+            return
+        record = matches[0]
+        conversation = await self._gateway.conversations.get(target)
+        project = self._gateway.project_of(record.cwd)
+        if project is None:
+            await self._say(target, "That session is not in one of your configured projects.")
+            return
+        self._gateway.conversations.stop(conversation)
+        conversation.project = project
+        session = await self._gateway.conversations.resume(conversation, record.id)
+        if session is None:
+            await self._say(target, "That session no longer exists.")
+            return
+        await self._say(target, f"Resumed {record.title or record.id[:8]} ({len(session.history)} messages, from {record.surface}).")
+
+    async def cmd_cron(self, update: Update, target: Target, arg: str) -> None:
+        verb, _, rest = arg.partition(" ")
+        verb, rest = verb.lower() or "list", rest.strip()
+        jobs = self._gateway.jobs
+        if verb == "list":
+            found = await jobs.list_jobs()
+            if not found:
+                await self._say(target, "No jobs. Add one: /cron add daily at 09:00 | summarise yesterday's commits")
+                return
+            grace = int(self._gateway.config.cron.catch_up_grace)
+            lines = [f"Jobs (missed runs catch up once within {grace}s):"]
+            for job in found:
+                state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
+                lines.append(f"`{job.id}` {job.name} — {job.parsed.describe()}, {state}")
+            await self._say(target, "\n".join(lines))
+            return
+        if verb == "add":
+            schedule_text, sep, prompt = rest.partition("|")
+            if not sep or not prompt.strip():
+                await self._say(target, "Write it as: /cron add SCHEDULE | PROMPT")
+                return
+            conversation = await self._gateway.conversations.get(target)
+            tz = self._gateway.timezone
+            try:
+                schedule = parse_schedule(schedule_text, tz=tz)
+            except ScheduleError as exc:
+                await self._say(target, str(exc))
+                return
+            job = await jobs.add_job(
+                name=prompt.strip()[:40],
+                schedule=schedule,
+                timezone=tz,
+                prompt=prompt.strip(),
+                project=self._gateway.projects[conversation.project],
+                chat_id=target.chat_id,
+                thread_id=target.thread_id,
+            )
+            await self._say(target, f"Added job `{job.id}`: {schedule.describe()}; next {fmt_time(job.next_run_at, tz)}.")
+            return
+        if verb in ("pause", "resume", "remove", "run") and rest:
+            await self._say(target, await self._job_action(verb, rest))
+            return
+        await self._say(target, COMMANDS["cron"])
+
+    async def _job_action(self, verb: str, job_id: str) -> str:
+        jobs = self._gateway.jobs
+        if verb == "remove":
+            return "Removed." if await jobs.remove_job(job_id) else f"No job {job_id}."
+        if verb == "run":
+            run = await jobs.request_run(job_id)
+            return f"Queued a run of {job_id}." if run else f"No job {job_id}."
+        done = await jobs.set_paused(job_id, verb == "pause")
+        return ("Paused." if verb == "pause" else "Resumed.") if done else f"No job {job_id}."
+

@@ -1,0 +1,66 @@
+"""Pairing codes: CSPRNG, no look-alikes, expiry, rate limits, a pending cap, lockout."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.pairing import ALPHABET, CODE_LENGTH, CODE_TTL, MAX_FAILURES, Pairing, PairingError, new_code
+from core.store import SessionStore
+from core.store.gateway import GatewayStore
+
+
+@pytest.fixture
+async def pairing(hermes_home):
+    store = await SessionStore.open()
+    yield Pairing(GatewayStore(store), configured=[42])
+    await store.close()
+
+
+def test_codes_have_no_look_alikes():
+    codes = {new_code() for _ in range(200)}
+    assert len(codes) == 200
+    assert all(len(c) == CODE_LENGTH and set(c) <= set(ALPHABET) for c in codes)
+    assert not set("0O1IL") & set(ALPHABET)
+
+
+async def test_default_deny_and_numeric_ids_only(pairing):
+    assert await pairing.allowed(42)
+    assert not await pairing.allowed(43)
+    assert not await pairing.allowed(None)
+
+
+async def test_request_then_approve_admits_the_user(pairing):
+    issued = await pairing.request(7, 7, "Mallory", now=1000.0)
+    again = await pairing.request(7, 7, "Mallory", now=1010.0)
+    assert issued.code and again.code == issued.code  # asking again gives the same code
+    approved = await pairing.approve(issued.code.lower(), now=1020.0)
+    assert approved.user_id == 7 and await pairing.allowed(7)
+    with pytest.raises(PairingError, match="No pending"):
+        await pairing.approve(issued.code, now=1030.0)  # one-time
+
+
+async def test_codes_expire_and_are_rate_limited(pairing):
+    issued = await pairing.request(7, 7, None, now=1000.0)
+    with pytest.raises(PairingError, match="expire"):
+        await pairing.approve(issued.code, now=1000.0 + CODE_TTL + 1)
+    fresh = await pairing.request(7, 7, None, now=1000.0 + CODE_TTL + 1)
+    assert fresh.code and fresh.code != issued.code
+    await pairing._store.reject_code(fresh.code)
+    limited = await pairing.request(7, 7, None, now=1000.0 + CODE_TTL + 2)
+    assert limited.code is None and "try again" in limited.reason
+
+
+async def test_at_most_three_pending(pairing):
+    codes = [await pairing.request(100 + i, 100 + i, None, now=1000.0) for i in range(4)]
+    assert all(c.code for c in codes[:3]) and codes[3].code is None and "waiting" in codes[3].reason
+    assert len(await pairing.pending(now=1001.0)) == 3
+
+
+async def test_lockout_after_repeated_wrong_codes(pairing):
+    issued = await pairing.request(7, 7, None, now=1000.0)
+    for _ in range(MAX_FAILURES):
+        with pytest.raises(PairingError, match="No pending"):
+            await pairing.approve("WRONGCOD", now=1001.0)
+    with pytest.raises(PairingError, match="locked"):
+        await pairing.approve(issued.code, now=1002.0)  # even the right code, during the lockout
+    assert not await pairing.allowed(7)

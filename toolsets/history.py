@@ -1,0 +1,60 @@
+"""session_search: find and read past conversations in the store (every surface's)."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from core import history
+from core.context import project_root
+from core.screening import redact_secrets
+from core.store import SessionStore
+from core.tools import ToolContext, ToolError, tool
+
+__all__ = ["session_search"]
+
+
+class SessionSearchArgs(BaseModel):
+    query: str = Field("", description='words, "a phrase", prefix*')
+    scope: Literal["project", "all"] = "project"
+    since: str = Field("", description="YYYY-MM-DD")
+    until: str = Field("", description="YYYY-MM-DD")
+    role: Literal["", "user", "assistant", "tool_result"] = ""
+    session_id: str = Field("", description="with seq: read around a hit")
+    seq: int = 0
+
+
+@tool(kind="search", read_only=True, toolsets={"editor", "gateway"}, title=lambda a: f"Search history: {a.query or a.session_id}")
+async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
+    """Search past conversations (this project by default); session_id+seq reads around a hit."""
+    async with SessionStore.open() as store:
+        if args.session_id:
+            record = await store.get_session(args.session_id)
+            if record is None:
+                raise ToolError(f"No session {args.session_id!r}.")
+            lines = [f"{seq}. {text}" for seq, text in await history.around(store, record.id, args.seq or 1)]
+            return redact_secrets(f"Session {record.id} ({record.title or 'untitled'}):\n" + "\n".join(lines))
+        if not args.query.strip():
+            raise ToolError("Give a query, or session_id and seq.")
+        try:
+            hits = await history.search(
+                store,
+                args.query,
+                project=str(project_root(ctx.cwd)) if args.scope == "project" else None,
+                since=history.to_epoch(args.since or None),
+                until=history.to_epoch(args.until or None, end=True),
+                role=args.role or None,
+                limit=8,
+            )
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+    if not hits:
+        return f"No past messages match {args.query!r}" + (" in this project; try scope=all." if args.scope == "project" else ".")
+    lines = [
+        f"- {time.strftime('%Y-%m-%d', time.localtime(h.created_at))} {h.title or 'untitled'} "
+        f"(session_id {h.session_id}, seq {h.seq}, {h.role}): {h.snippet}"
+        for h in hits
+    ]
+    return redact_secrets("\n".join(lines))
