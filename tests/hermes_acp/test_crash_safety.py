@@ -12,6 +12,8 @@ import sqlite3
 import subprocess
 import time
 
+import acp
+
 from tests.acp_harness import Client, agent_env, hermes_acp, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
@@ -75,13 +77,22 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
                 db.close()
             assert fts == total
 
+    written_before_undo = sorted(p.name for p in project.glob("f*.txt"))
+
     async def replay():
         client = Client()
         async with running_agent(client, agent_env(hermes_home, None, extra={"HERMES_MODEL": "openai:scripted", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x-000000"})) as (conn, _, _):
             await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
-        return client
+            replayed = len(client.updates)
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])
+        undo_text = "".join(u.content.text for u in client.updates[replayed:] if u.session_update == "agent_message_chunk")
+        return client, undo_text
 
-    client = asyncio.run(replay())
+    client, undo_text = asyncio.run(replay())
+    # The checkpoint taken before the last turn with writes restores the files (created ones go).
+    if written_before_undo:
+        assert "Undid" in undo_text, undo_text
+        assert sorted(p.name for p in project.glob("f*.txt")) != written_before_undo
     users = [u for u in client.updates if u.session_update == "user_message_chunk"]
     assert len(users) == 8 and stored >= 8, "every round's user message was persisted before the kill"
     assert client.of_kind("tool_call"), "the kills landed inside turns, after a step was persisted"

@@ -182,3 +182,19 @@ def test_fifty_megabyte_lines_are_handled(hermes_home):
     assert messages[0]["id"] == 1 and messages[0]["error"]["code"] == -32601
     assert messages[1]["error"]["code"] == -32600 and "longer than" in messages[1]["error"]["data"]["details"]
     assert messages[2]["id"] == 3 and "result" in messages[2]
+
+
+def test_out_of_order_calls_are_errors_not_crashes(hermes_home, tmp_path):
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "x", "prompt": [{"type": "text", "text": "hi"}]}}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {"sessionId": "missing", "cwd": str(tmp_path), "mcpServers": []}}),
+        json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "never-existed"}}),
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": 1}}),
+    ]
+    out, _ = _raw_exchange(hermes_home, lines)
+    answers = {m["id"]: m for m in map(json.loads, out)}
+    assert answers[1]["error"]["code"] in (-32602, -32000)
+    assert answers[2]["error"]["code"] in (-32602, -32000)
+    assert "result" in answers[3] and "result" in answers[4]
+    assert set(answers) == {1, 2, 3, 4}, "the cancel notification is never answered"
