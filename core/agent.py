@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.compression import Compression, compress, request_view
+from core.compression import Compression, compress, request_view, summarise
 from core.context import LearningSettings
 from core.events import (
     Event,
@@ -35,11 +35,7 @@ __all__ = ["Agent", "Session"]
 log = logging.getLogger(__name__)
 
 _FINISH_TO_STOP = {"length": "max_tokens", "refusal": "refusal"}
-_COMPACT_PROMPT = (
-    "Summarise this conversation so far for your own later use: the user's goals, decisions made, "
-    "files changed and why, commands run and their results, and what is left to do. Be concise and "
-    "specific (paths, names, numbers). Reply with the summary only."
-)
+_SUMMARY_SYSTEM = "You summarise past conversations for a coding agent. Be brief, factual and specific (paths, names, decisions)."
 
 
 @dataclass(slots=True)
@@ -87,8 +83,11 @@ class Agent:
         max_tokens: int = 8192,
         learning: LearningSettings | None = None,
         context_window: int = 0,
+        summary_model: Model | None = None,
     ) -> None:
         self.model = model
+        # For short summaries tools ask for (``ToolContext.summarize``); None: the session's model.
+        self.summary_model = summary_model
         # Tokens the default model takes; compression starts from a share of it (0: unknown).
         self.context_window = context_window
         self.tools = {t.name: t for t in tools}
@@ -171,30 +170,18 @@ class Agent:
             session.turn.cancel()
 
     async def compact(self, session: Session) -> str:
-        """Summarise the conversation so far; later requests start from the summary.
-
-        The full history stays in the store (and replays); only what is sent to the model shrinks.
-        """
-        history = repair_history(session.history)
-        if not any(isinstance(m, AssistantMessage) for m in history):
+        """Summarise the conversation so far (``/compact``); later requests start from the first
+        request, the summary and what follows. The same compression as the automatic path: the
+        summary is kept in a linked child session and the full history stays in the store.
+        Returns the summary; "" when there is nothing new to compact."""
+        state = session.compression or Compression()
+        cut = len(session.history)
+        if cut <= state.tail_from or not any(isinstance(m, AssistantMessage) for m in session.history[state.tail_from :]):
             return ""
-        request = ModelRequest(
-            system=session.system,
-            messages=[*history, UserMessage.of(_COMPACT_PROMPT)],
-            max_tokens=min(self.max_tokens, 4096),
-        )
-        model = session.model or self.model
-        done: ResponseDone | None = None
-        async for event in model.stream(request):
-            if isinstance(event, ResponseDone):
-                done = event
-        if done is None or not done.message.text.strip():
+        made = await summarise(self, session, cut)
+        if made is None:
             raise ModelError(ErrorKind.BAD_RESPONSE, "the model returned no summary")
-        summary = SummaryMessage(text=done.message.text.strip(), model=model.name)
-        await self._append(session, summary)
-        session.usage.add(done.usage)
-        await self.store.add_usage(session.id, done.usage.input_tokens, done.usage.output_tokens, done.usage.cache_read_tokens, done.usage.cache_write_tokens, done.usage.cost_usd)
-        return summary.text
+        return made[0]
 
     def tools_for(self, session: Session) -> dict[str, Tool]:
         return {**self.tools, **session.extra_tools} if session.extra_tools else self.tools
@@ -391,7 +378,24 @@ class Agent:
             emit=emit,
             remember_rule=remember,
             turn_id=turn_id,
+            summarize=(lambda text: self._summarize(session, text)) if self.learning.search_summary else None,
         )
+
+    async def _summarize(self, session: Session, text: str) -> str:
+        """One short answer to ``text`` from the summary model (or the session's), counted in
+        the session's usage."""
+        model = self.summary_model or session.model or self.model
+        request = ModelRequest(system=_SUMMARY_SYSTEM, messages=[UserMessage.of(text)], max_tokens=min(self.max_tokens, 1024))
+        done: ResponseDone | None = None
+        async for event in model.stream(request):
+            if isinstance(event, ResponseDone):
+                done = event
+        if done is None:
+            return ""
+        session.usage.add(done.usage)
+        u = done.usage
+        await self.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
+        return done.message.text.strip()
 
     async def _append(self, session: Session, message: Message) -> None:
         await self.store.append_message(session.id, message)

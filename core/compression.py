@@ -23,6 +23,7 @@ __all__ = [
     "estimate_tokens",
     "prune_outputs",
     "request_view",
+    "summarise",
     "summary_request",
 ]
 
@@ -135,7 +136,6 @@ async def compress(agent, session, emit, *, specs: list, force: bool = False) ->
     that is not enough. True when requests got smaller. ``agent`` is a :class:`core.agent.Agent`."""
     from core.agent import repair_history  # the loop module imports this one
     from core.events import Notice
-    from core.models.base import ModelRequest, ResponseDone
 
     settings = agent.learning
     window = session.context_window
@@ -157,6 +157,21 @@ async def compress(agent, session, emit, *, specs: list, force: bool = False) ->
             await agent.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
             await emit(Notice("Context compressed: old tool outputs were pruned from requests.", "info"))
             return True
+    made = await summarise(agent, session, cut)
+    if made is None:
+        return False
+    await emit(Notice(f"Context compressed: {cut} earlier messages summarised (summary kept in session {made[1][:8]}).", "info"))
+    return True
+
+
+async def summarise(agent, session, cut: int) -> tuple[str, str] | None:
+    """Summarise ``session.history[:cut]`` (after any earlier summary) into a linked child
+    session and make requests start from it: (summary, child session id); None when the model
+    gave no summary. The stored history is untouched."""
+    from core.agent import repair_history  # the loop module imports this one
+    from core.models.base import ModelRequest, ResponseDone
+
+    state = session.compression or Compression()
     view = repair_history(request_view(session.history[:cut], state))
     model = session.model or agent.model
     request = ModelRequest(system=session.system, messages=summary_request(view), max_tokens=min(agent.max_tokens, 4096))
@@ -165,7 +180,7 @@ async def compress(agent, session, emit, *, specs: list, force: bool = False) ->
         if isinstance(event, ResponseDone):
             done = event
     if done is None or not done.message.text.strip():
-        return False
+        return None
     summary = clean_summary(done.message.text)
     child = await agent.store.create_session(
         cwd=str(session.cwd),
@@ -180,5 +195,4 @@ async def compress(agent, session, emit, *, specs: list, force: bool = False) ->
     session.usage.add(done.usage)
     u = done.usage
     await agent.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
-    await emit(Notice(f"Context compressed: {cut} earlier messages summarised (summary kept in session {child.id[:8]}).", "info"))
-    return True
+    return summary, child.id

@@ -120,7 +120,7 @@ async def search(
             f" WHERE {table} MATCH ?{filters} ORDER BY rank, m.id DESC LIMIT ?"
         )
         args = [match, *params, limit]
-    rows = await store._fetchall(sql, tuple(args))  # noqa: SLF001 - the store has no public raw query
+    rows = await store.select(sql, tuple(args))
     return [
         Hit(r["session_id"], r["title"], r["cwd"], r["seq"], r["role"], " ".join(r["snippet"].split()), r["created_at"], -r["rank"])
         for r in rows

@@ -1,4 +1,4 @@
-"""The ``[learning]`` settings: context files, memory budgets, nudges, compression.
+"""The ``[learning]`` settings: context files, memory budgets, nudges, compression, search summaries.
 
 Kept apart from :mod:`core.context` and importing only pydantic, so that :mod:`core.config`
 can hold it as a field without an import cycle.
@@ -29,3 +29,5 @@ class LearningSettings(BaseModel):
     skill_nudge: bool = True
     compress_at: float = Field(default=0.8, gt=0.1, le=0.98, description="share of the context window")
     compress_keep_tail: int = Field(default=8, ge=2, description="recent messages kept verbatim")
+    search_summary: bool = Field(default=False, description="session_search may ask a model to summarise its top sessions")
+    summary_model: str | None = Field(default=None, description='"provider:model" for those summaries; default: the session\'s')

@@ -238,6 +238,9 @@ class ToolContext:
     turn_id: str | None = None
     checkpoints: Checkpoints | None = None  # None: the state home's
     files: FileLedger | None = None  # None: the session's (see ledger_for)
+    # Ask a (cheaper) model for a short text, e.g. session_search's summaries; None when the
+    # surface or the ``[learning] search_summary`` setting does not allow it.
+    summarize: Callable[[str], Awaitable[str]] | None = None
     _approved: set[Path] = field(default_factory=set)
     _command_approved: str | None = None
     _running: bool = False

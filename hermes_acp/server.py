@@ -162,7 +162,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         if (problem := self._ready_error()) is not None:
             raise RequestError.auth_required({"details": problem})
         from core.agent import Agent
-        from core.models import build_model
+        from core.models import build_model, build_summary_model
         from core.store import SessionStore
         from toolsets import toolset
 
@@ -179,6 +179,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
             max_tokens=config.max_tokens,
             learning=config.learning,
             context_window=config.context_window(),
+            summary_model=build_summary_model(config) if config.learning.search_summary else None,
         )
         from core.approval_watch import watch_foreign_answers
 

@@ -300,11 +300,15 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     async def skills_list(
         cwd: Annotated[str | None, Field(description="also this project's skills (.agents/skills)")] = None,
     ) -> Annotated[CallToolResult, SkillsList]:
-        """Skills the agent has: personal ones and the project's. View one with skill_view."""
-        from core.library import list_skills, personal_skills_dir, project_skills_dir
+        """Skills the agent has: the project's, personal ones and bundled ones (in that precedence). View one with skill_view."""
+        from core import skills
 
-        found = await asyncio.to_thread(list_skills, projects(cwd))
-        folders = [str(personal_skills_dir()), *(str(project_skills_dir(p)) for p in projects(cwd))]
+        found = await asyncio.to_thread(skills.discover, projects(cwd))
+        folders = [
+            *(str(Path(p) / ".agents" / "skills") for p in projects(cwd)),
+            str(skills.personal_dir()),
+            str(skills.bundled_skills_dir()),
+        ]
         return result(
             SkillsList(
                 skills=[SkillInfo(name=s.name, description=s.description, origin=s.origin, path=str(s.path)) for s in found],
@@ -316,40 +320,62 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         name: Annotated[str, Field(description="a name from skills_list")],
         cwd: Annotated[str | None, Field(description="the project, for project skills")] = None,
     ) -> Annotated[CallToolResult, SkillText]:
-        """The full text of one skill (its SKILL.md)."""
-        from core.library import find_skill
+        """One skill: its instructions (SKILL.md without front matter) and a list of its other files."""
+        from core import skills
 
-        skill = await asyncio.to_thread(find_skill, name, projects(cwd))
-        if skill is None:
+        def load() -> tuple[skills.Skill, str] | None:
+            skill = skills.find(name, projects(cwd))
+            if skill is None:
+                return None
+            text = skills.view(skill)
+            skills.record_use(skill.name)
+            return skill, text
+
+        found = await asyncio.to_thread(load)
+        if found is None:
             raise ToolError(f"No skill named {name!r}; see skills_list.")
-        text, cut = clip(skill.text or "", SKILL_CHARS, f"the rest is in {skill.path}")
+        skill, full = found
+        text, cut = clip(full, SKILL_CHARS, f"the rest is in {skill.path}")
         return result(SkillText(name=skill.name, description=skill.description, origin=skill.origin, path=str(skill.path), text=text, truncated=cut))
 
     async def memory_read() -> Annotated[CallToolResult, MemoryView]:
         """What the agent remembers, shared by every surface: notes (MEMORY.md) and about the user (USER.md)."""
-        from core.library import read_memory_files
+        from core import memory
+
+        def read() -> list[tuple[str, Path, str]]:
+            out = []
+            for kind in memory.FILES:
+                path = memory.memory_path(kind)
+                try:
+                    out.append((kind, path, path.read_text(encoding="utf-8", errors="replace")))
+                except FileNotFoundError:
+                    out.append((kind, path, ""))
+            return out
 
         files = []
-        for item in await asyncio.to_thread(read_memory_files):
-            text, cut = clip(item.text, MEMORY_CHARS)
-            kind: Literal["memory", "user"] = "user" if item.kind == "user" else "memory"
-            files.append(MemoryFileView(file=kind, label=item.label, path=str(item.path), text=text, truncated=cut))
+        for kind, path, raw in await asyncio.to_thread(read):
+            text, cut = clip(raw, MEMORY_CHARS)
+            file: Literal["memory", "user"] = "user" if kind == "user" else "memory"
+            files.append(MemoryFileView(file=file, label=memory.LABELS[kind], path=str(path), text=text, truncated=cut))
         return result(MemoryView(files=files))
 
     async def memory_add(
         text: Annotated[str, Field(description="one short, self-contained fact (no secrets)")],
         file: Annotated[Literal["memory", "user"], Field(description="memory: notes about work and projects; user: about the user")] = "memory",
     ) -> Annotated[CallToolResult, MemoryAdded]:
-        """Add one entry to the agent's memory, which every surface reads."""
-        from core.library import MemoryFull, add_memory
+        """Add one entry to the agent's memory, which every surface reads (within its size budget)."""
+        from core import memory
+        from core.context import current_settings
 
         if runtime.redact(text) != text:
             raise ToolError("That entry looks like it holds a credential; memory never stores secrets.")
         try:
-            path, entry = await asyncio.to_thread(add_memory, text, file)
-        except (MemoryFull, ValueError) as exc:
+            change = await asyncio.to_thread(
+                memory.change_memory, "add", file, text=text, who="mcp", settings=current_settings()
+            )
+        except memory.MemoryError as exc:
             raise fail(exc) from None
-        return result(MemoryAdded(file=file, path=str(path), entry=entry))
+        return result(MemoryAdded(file=file, path=str(memory.memory_path(file)), entry=memory.render_entries([change.after or ""])))
 
     server.add_tool(skills_list, annotations=READ.model_copy(update={"title": "List skills"}))
     server.add_tool(skill_view, annotations=READ.model_copy(update={"title": "View a skill"}))

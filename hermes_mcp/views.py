@@ -219,7 +219,7 @@ class SessionPage(BaseModel):
 class SkillInfo(BaseModel):
     name: str
     description: str = ""
-    origin: Literal["personal", "project"]
+    origin: Literal["personal", "project", "bundled"]
     path: str
 
 
@@ -231,7 +231,7 @@ class SkillsList(BaseModel):
 class SkillText(BaseModel):
     name: str
     description: str = ""
-    origin: Literal["personal", "project"]
+    origin: Literal["personal", "project", "bundled"]
     path: str
     text: str
     truncated: bool = False

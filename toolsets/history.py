@@ -24,8 +24,12 @@ class SessionSearchArgs(BaseModel):
     role: Literal["", "user", "assistant", "tool_result"] = ""
     session_id: str = Field("", description="with seq: read around a hit")
     seq: int = 0
+    summarize: bool = Field(False, description="also summarise the top sessions (when enabled)")
 
 
+_SUMMARY_SESSIONS = 3
+_SUMMARY_CHARS = 12_000  # of each session's text sent to the summary model
+SUMMARY_OFF = "(Summaries are off: set [learning] search_summary = true in config.toml to allow them.)"
 @tool(kind="search", read_only=True, toolsets={"editor", "gateway"}, title=lambda a: f"Search history: {a.query or a.session_id}")
 async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
     """Search past conversations (this project by default); session_id+seq reads around a hit."""
@@ -50,6 +54,7 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
             )
         except ValueError as exc:
             raise ToolError(str(exc)) from None
+        transcripts = await _transcripts(store, hits) if hits and args.summarize and ctx.summarize else []
     if not hits:
         return f"No past messages match {args.query!r}" + (" in this project; try scope=all." if args.scope == "project" else ".")
     lines = [
@@ -57,4 +62,30 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
         f"(session_id {h.session_id}, seq {h.seq}, {h.role}): {h.snippet}"
         for h in hits
     ]
+    if args.summarize and ctx.summarize is None:
+        lines.append(SUMMARY_OFF)
+    elif transcripts:
+        summary = await ctx.summarize(_summary_prompt(args.query, transcripts))
+        lines.append("\nSummary of the top sessions:\n" + (summary or "(the model gave no summary)"))
     return redact_secrets("\n".join(lines))
+
+
+async def _transcripts(store: SessionStore, hits: list[history.Hit]) -> list[tuple[str, str]]:
+    """(session id, clipped text) of the sessions of the first hits, best first."""
+    ids = list(dict.fromkeys(h.session_id for h in hits))[:_SUMMARY_SESSIONS]
+    out = []
+    for sid in ids:
+        text = "\n".join(history.describe(m.message, 800) for m in await store.messages(sid))
+        if len(text) > _SUMMARY_CHARS:
+            text = text[: _SUMMARY_CHARS // 2] + "\n[…]\n" + text[-_SUMMARY_CHARS // 2 :]
+        out.append((sid, text))
+    return out
+
+
+def _summary_prompt(query: str, transcripts: list[tuple[str, str]]) -> str:
+    parts = [
+        f"A coding agent searched its past conversations for {query!r}. For each session below, say in two or "
+        "three sentences what was asked, what was decided or done, and what bears on the search. Name each by its id."
+    ]
+    parts += [f"<session id={sid}>\n{text}\n</session>" for sid, text in transcripts]
+    return redact_secrets("\n\n".join(parts))

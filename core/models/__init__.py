@@ -5,6 +5,8 @@ Adapters (and their provider SDKs) load on first use; importing this package sta
 
 from __future__ import annotations
 
+import logging
+
 from typing import TYPE_CHECKING
 
 from core.config import Config, ConfigError, ModelRef, config_path
@@ -42,6 +44,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "build_model",
+    "build_summary_model",
     "model_for",
 ]
 
@@ -75,3 +78,16 @@ def build_model(config: Config) -> Model:
             refs.append(ref)
     models = [model_for(ref, secrets=config.secrets) for ref in refs]
     return ResilientModel(models, config.retry)
+
+
+def build_summary_model(config: Config) -> Model | None:
+    """The ``[learning] summary_model`` (no fallbacks), or None when unset or unusable (logged):
+    callers then use the session's model."""
+    spec = config.learning.summary_model
+    if not spec:
+        return None
+    try:
+        return build_model(config.model_copy(update={"model": spec, "fallback_models": []}))
+    except ConfigError as exc:
+        logging.getLogger(__name__).warning("[learning] summary_model ignored: %s", exc)
+        return None

@@ -417,6 +417,14 @@ class SessionStore:
 
     # -- plumbing -------------------------------------------------------------------------
 
+    async def select(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Rows of one ``SELECT`` statement over the store's tables, for readers such as
+        :mod:`core.history`; any other statement raises ValueError (sqlite runs only one)."""
+        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if head != "SELECT":  # WITH may lead into DELETE or UPDATE
+            raise ValueError("select() runs only SELECT statements")
+        return await self._fetchall(sql, params)
+
     async def _write(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         async with self._lock:
             return await db.write(self._conn, body)

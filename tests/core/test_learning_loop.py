@@ -198,3 +198,73 @@ async def test_context_too_long_is_answered_by_compressing_and_retrying(store, t
     assert session.history[-1].text == "recovered"
     last = _bodies(server)[-1]
     assert "y" * 3000 not in json.dumps(last["messages"])
+
+
+async def test_compact_uses_the_head_tail_compression_and_keeps_the_history(store, tmp_path):
+    script = [{"text": "ZEPPELIN details"}, {"text": "SUMMARY: airships discussed."}, {"text": "next"}, {"text": "second summary"}]
+    with ScriptedOpenAIServer(script) as server:
+        agent = _agent(server, store)
+        session = await agent.new_session(tmp_path, LocalHost())
+        assert await agent.compact(session) == ""  # nothing to compact yet
+        await _turn(agent, session, "tell me about airships")
+        sid = session.id
+        summary = await agent.compact(session)
+        await _turn(agent, session, "what now?")
+        assert await agent.compact(session) == "second summary"  # only new messages are compacted again
+        await agent.model.aclose()
+    assert summary == "SUMMARY: airships discussed." and session.id == sid
+    bodies = _bodies(server)
+    assert "Summarise the conversation above" in _user_texts(bodies[1])[-1]
+    after = bodies[2]["messages"]
+    assert "ZEPPELIN details" not in json.dumps(after)
+    first = _user_texts(bodies[2])[0]
+    assert "tell me about airships" in first and "SUMMARY: airships discussed." in first  # head + summary
+    assert _user_texts(bodies[2])[-1] == "what now?"
+    # The summary lives in a linked child session; the stored history is complete, no summary message in it.
+    record = await store.get_session(sid)
+    state = record.meta["compression"]
+    assert state["tail_from"] == 4 and state["summary"] == "second summary"
+    children = [(await store.get_session(state["summary_session"]))]
+    assert children[0].parent_id == sid
+    stored = await store.messages(sid)
+    assert len(stored) == len(session.history) == 4 and all(m.message.kind != "summary" for m in stored)
+    # The second summary request starts from the first summary, not the full history.
+    assert "ZEPPELIN details" not in json.dumps(bodies[3]["messages"])
+    reopened = await agent.open_session(sid, LocalHost())
+    assert reopened.compression == session.compression
+
+
+async def test_session_search_summary_uses_the_summary_model_only_when_enabled(store, tmp_path):
+    from core.models import build_summary_model
+
+    past = await store.create_session(cwd=str(tmp_path), surface="acp", title="Retries")
+    await store.append_message(past.id, UserMessage.of("why does the websocket reconnect loop forever"))
+    await store.append_message(past.id, UserMessage.of("the backoff resets on every error"))
+    search = {"tool_calls": [{"id": "s1", "name": "session_search", "arguments": {"query": "websocket", "summarize": True}}]}
+
+    def script(body):
+        if body["messages"][0]["content"].startswith("You summarise past conversations"):
+            assert body["model"] == "cheap"
+            assert "backoff resets" in _user_texts(body)[-1] and past.id in _user_texts(body)[-1]
+            return {"text": "SESSION SUMMARY: backoff reset bug."}
+        return {"text": "done"} if body["messages"][-1]["role"] == "tool" else search
+
+    results = {}
+    for enabled in (False, True):
+        with ScriptedOpenAIServer(script) as server:
+            env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-123456", "HERMES_MODEL": "openai:scripted"}
+            config = load_config(env=env)
+            config.learning = LearningSettings(search_summary=enabled, summary_model="openai:cheap")
+            agent = _agent(server, store, learning=config.learning, summary_model=build_summary_model(config))
+            session = await agent.new_session(tmp_path, LocalHost())
+            await _turn(agent, session, "what happened with websockets?")
+            await agent.model.aclose()
+            if agent.summary_model:
+                await agent.summary_model.aclose()
+        bodies = _bodies(server)
+        results[enabled] = (len(bodies), [m for m in bodies[-1]["messages"] if m["role"] == "tool"][-1]["content"])
+    off_count, off_text = results[False]
+    assert off_count == 2 and past.id in off_text and "search_summary = true" in off_text and "SESSION SUMMARY" not in off_text
+    on_count, on_text = results[True]
+    assert on_count == 3 and past.id in on_text and "SESSION SUMMARY: backoff reset bug." in on_text
+    assert "search_summary" not in on_text

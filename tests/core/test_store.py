@@ -620,3 +620,15 @@ def test_three_processes_open_a_new_database_at_once(tmp_path: Path) -> None:
         counts = conn.execute("SELECT session_id, COUNT(*), MAX(seq) FROM messages GROUP BY session_id").fetchall()
         assert sorted(counts) == [("w0", 40, 40), ("w1", 40, 40), ("w2", 40, 40)]
     assert_fts_consistent(path)
+
+
+async def test_select_is_a_public_read_only_query(store):
+    session = await store.create_session(cwd="/p", surface="acp", title="T")
+    await store.append_message(session.id, UserMessage.of("hello there"))
+    rows = await store.select("SELECT session_id, seq FROM messages WHERE session_id = ?", (session.id,))
+    assert [(r["session_id"], r["seq"]) for r in rows] == [(session.id, 1)]
+    assert [r["n"] for r in await store.select("  select 2 AS n")] == [2]
+    for statement in ("DELETE FROM messages", "WITH x AS (SELECT 1) DELETE FROM messages", "", "PRAGMA writable_schema = 1"):
+        with pytest.raises(ValueError):
+            await store.select(statement)
+    assert await store.message_count(session.id) == 1

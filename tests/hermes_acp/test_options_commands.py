@@ -146,10 +146,12 @@ async def test_slash_commands(hermes_home, project):
             assert "No skills" in await say("/skills")
     bodies = [_body(r) for r in server.requests]
     assert len(bodies) == 5, "help, search, cost, mode, model, memory and skills never reach the model"
-    assert "Summarise this conversation" in _last_user_text(bodies[1])
+    assert "Summarise the conversation above" in _last_user_text(bodies[1])
     after_compact = bodies[2]
     user_texts = [m["content"] for m in after_compact["messages"] if m["role"] == "user"]
-    assert "we discussed zeppelins" in str(user_texts[0]) and "tell me about airships" not in str(user_texts)
+    # Head/tail compression: the first request stays, followed by the summary; the reply is gone.
+    assert "tell me about airships" in str(user_texts[0]) and "we discussed zeppelins" in str(user_texts[0])
+    assert "The answer involves zeppelins" not in str(after_compact["messages"])
     assert "AGENTS.md" in _last_user_text(bodies[3])
     assert _last_user_text(bodies[4]) == "/unknown stays text"
 
