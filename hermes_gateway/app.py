@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, ContextTypes, MessageHandler, TypeHandler, filters
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 5.0
 DEFAULT_API = "https://api.telegram.org/bot"
 _TEXT_INLINE_LIMIT = 100_000
+_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 class GatewayError(Exception):
@@ -50,9 +52,15 @@ def check_config(config: Config) -> dict[str, str]:
         raise GatewayError("No Telegram bot token: set TELEGRAM_BOT_TOKEN or [telegram] token in config.toml (from @BotFather).")
     if not config.gateway.projects:
         raise GatewayError('No projects: add [gateway] projects = { name = "/path/to/project" } to config.toml.')
-    if config.telegram.mode == "webhook" and (config.telegram.webhook_secret is None or not config.telegram.webhook_url):
-        raise GatewayError("Webhook mode needs [telegram] webhook_url and webhook_secret (a secret token Telegram sends back).")
     if config.telegram.mode == "webhook":
+        secret = config.telegram.webhook_secret.get_secret_value() if config.telegram.webhook_secret is not None else ""
+        if not secret or not config.telegram.webhook_url:
+            raise GatewayError(
+                "Webhook mode needs [telegram] webhook_url and webhook_secret (a secret token Telegram sends back "
+                "in X-Telegram-Bot-Api-Secret-Token; updates without it are refused)."
+            )
+        if not _SECRET_TOKEN.fullmatch(secret):
+            raise GatewayError("[telegram] webhook_secret must be 1-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule).")
         import importlib.util
 
         if importlib.util.find_spec("tornado") is None:
@@ -161,6 +169,8 @@ class Gateway:
                 await app.updater.start_webhook(
                     listen=cfg.telegram.webhook_listen,
                     port=cfg.telegram.webhook_port,
+                    # The listener serves the public URL's path (a reverse proxy forwards it as is).
+                    url_path=urlsplit(cfg.telegram.webhook_url or "").path.strip("/"),
                     webhook_url=cfg.telegram.webhook_url,
                     secret_token=cfg.telegram.webhook_secret.get_secret_value(),
                 )

@@ -4,6 +4,11 @@ Messages, edited messages, commands, button presses and group mentions all pass 
 here (a ``TypeHandler`` in group -1). An update from a user id that is not on the allowlist
 stops there: in a private chat the user is given a pairing code; a button press is refused;
 in a group nothing happens unless the bot is addressed. Names are never consulted.
+
+Who is checked is the update's sender (``effective_user``), never a forwarded message's
+origin: an allowed user forwarding a stranger's words is the allowed user talking, and a
+stranger forwarding an allowed user's message is still a stranger. In webhook mode, updates
+without the secret token never reach this gate (python-telegram-bot answers them 403).
 """
 
 from __future__ import annotations

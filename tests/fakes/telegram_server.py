@@ -117,21 +117,45 @@ class FakeTelegram:
     def user(self, user_id: int, first_name: str = "Ada") -> dict[str, Any]:
         return {"id": user_id, "is_bot": False, "first_name": first_name}
 
-    def send_user_message(self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", edited: bool = False, **extra: Any) -> dict[str, Any]:
-        """A user writes to the bot (in a private chat by default)."""
+    def user_message(self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", **extra: Any) -> dict[str, Any]:
+        """A message from a user, as Telegram shapes it (not delivered). No text key when ``text`` is empty (photos, files)."""
         chat_id = user_id if chat_id is None else chat_id
         message = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": chat_type, **({"title": "group"} if chat_type != "private" else {"first_name": "Ada"})},
             "from": self.user(user_id),
-            "text": text,
+            **({"text": text} if text else {}),
             **extra,
         }
         if text.startswith("/"):
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split(" ")[0])}]
+        return message
+
+    def send_user_message(self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", edited: bool = False, **extra: Any) -> dict[str, Any]:
+        """A user writes to the bot (in a private chat by default); the bot gets it from getUpdates."""
+        message = self.user_message(user_id, text, chat_id=chat_id, chat_type=chat_type, **extra)
         self.push({"edited_message" if edited else "message": message})
         return message
+
+    def new_update_id(self) -> int:
+        return next(self._update_ids)
+
+    @staticmethod
+    def post_webhook(url: str, update: dict[str, Any], secret: str | None, timeout: float = 10.0) -> int:
+        """POST an update to the bot's webhook listener as Telegram does; the HTTP status."""
+        import urllib.error
+        import urllib.request
+
+        headers = {"Content-Type": "application/json"}
+        if secret is not None:
+            headers["X-Telegram-Bot-Api-Secret-Token"] = secret
+        request = urllib.request.Request(url, data=json.dumps(update).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
 
     def press(self, user_id: int, message: dict[str, Any], data: str) -> str:
         """A user presses an inline button on ``message`` (one the bot sent)."""
@@ -250,7 +274,8 @@ class FakeTelegram:
                 record["edits"] += 1
             record["parse_mode"] = params.get("parse_mode")
             record["reply_markup"] = params.get("reply_markup")
-            record["thread_id"] = params.get("message_thread_id")
+            if method == "sendMessage":  # an edit keeps the message where it is
+                record["thread_id"] = params.get("message_thread_id")
             message_id = record["message_id"]
         result = {"message_id": message_id, "date": int(time.time()), "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"}, "text": text,
                   "from": {"id": self.bot_id, "is_bot": True, "first_name": "Hermes"}}

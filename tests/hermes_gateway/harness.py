@@ -63,8 +63,9 @@ class GatewayProcess:
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
 
-    def start(self, telegram: FakeTelegram, *, ready_timeout: float = 30.0) -> GatewayProcess:
-        polls_before = sum(1 for m, _ in telegram.calls if m == "getUpdates")
+    def start(self, telegram: FakeTelegram, *, ready_timeout: float = 30.0, ready_method: str = "getUpdates") -> GatewayProcess:
+        """Start and wait until it calls ``ready_method`` (getUpdates when polling, setWebhook in webhook mode)."""
+        polls_before = sum(1 for m, _ in telegram.calls if m == ready_method)
         self.proc = subprocess.Popen(
             [str(BIN / "hermes-gateway"), "run"], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -72,11 +73,11 @@ class GatewayProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"hermes-gateway exited {self.proc.returncode}: {self.proc.stderr.read() if self.proc.stderr else ''}")
-            if sum(1 for m, _ in telegram.calls if m == "getUpdates") > polls_before:
+            if sum(1 for m, _ in telegram.calls if m == ready_method) > polls_before:
                 return self
             time.sleep(0.05)
         self.stop()
-        raise AssertionError("hermes-gateway did not start polling in time")
+        raise AssertionError(f"hermes-gateway did not call {ready_method} in time")
 
     def stop(self, timeout: float = 30.0) -> tuple[int, str]:
         assert self.proc is not None
