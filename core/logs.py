@@ -70,6 +70,6 @@ def setup_logging(name: str, level: str = "info") -> RedactingFilter:
     except OSError as exc:
         root.warning("cannot write the log file under %s: %s", home() / "logs", exc)
     # Libraries that log request details (headers included) at debug level stay quiet.
-    for noisy in ("httpx", "httpcore", "openai", "anthropic", "aiosqlite"):
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "openai", "anthropic", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return redactor
