@@ -190,13 +190,18 @@ class Config(_Strict):
     cron: CronConfig = Field(default_factory=CronConfig)
     learning: LearningSettings = Field(default_factory=LearningSettings)
 
-    def context_window(self, spec: str | None = None) -> int:
-        """Tokens the model takes, from its provider's profile (0 when no model resolves)."""
+    def profile(self, spec: str | None = None) -> ProviderProfile | None:
+        """The quirk profile of a model's provider; None when no model resolves."""
         try:
             ref = self.model_ref(spec)
         except ConfigError:
-            return 0
-        return ref.config.resolved_profile(ref.provider).context_window if ref else 0
+            return None
+        return ref.config.resolved_profile(ref.provider) if ref else None
+
+    def context_window(self, spec: str | None = None) -> int:
+        """Tokens the model takes, from its provider's profile (0 when no model resolves)."""
+        profile = self.profile(spec)
+        return profile.context_window if profile else 0
 
     def model_ref(self, spec: str | None = None) -> ModelRef | None:
         """Resolve ``provider:model`` (or a bare name when one provider is configured)."""

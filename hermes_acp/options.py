@@ -43,11 +43,8 @@ def model_choices(config: Config) -> list[str]:
 
 
 def thought_levels(config: Config, model: str) -> tuple[str, ...]:
-    try:
-        ref = config.model_ref(model)
-    except ConfigError:
-        return ()
-    return ref.config.resolved_profile(ref.provider).reasoning_levels if ref else ()
+    profile = config.profile(model)
+    return profile.reasoning_levels if profile else ()
 
 
 def config_options(config: Config, choices: SessionChoices) -> list:

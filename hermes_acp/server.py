@@ -133,11 +133,8 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         """Images are accepted only when the configured model's provider takes them."""
         if self._config is None or not self._config.model:
             return False
-        try:
-            ref = self._config.model_ref()
-        except ConfigError:
-            return False
-        return bool(ref and ref.config.resolved_profile(ref.provider).images)
+        profile = self._config.profile()
+        return bool(profile and profile.images)
 
     def _ready_error(self) -> str | None:
         if self._config_error:

@@ -101,7 +101,7 @@ class SessionPlumbing:
         session.policy.mode = choices.mode
         session.model = None if choices.model == self._agent.model.name else self._model_for(choices.model)
         session.reasoning_effort = None if choices.thought_level == DEFAULT_THOUGHT else choices.thought_level
-        session.context_window = self._context_window(choices.model)
+        session.context_window = self._config.context_window(choices.model)
 
     async def _save_choices(self, live: LiveSession) -> None:
         choices = live.choices
@@ -117,13 +117,6 @@ class SessionPlumbing:
 
             self._models[label] = build_model(self._config.model_copy(update={"model": label}))
         return self._models[label]
-
-    def _context_window(self, label: str) -> int:
-        try:
-            ref = self._config.model_ref(label)
-        except ConfigError:
-            return 0
-        return ref.config.resolved_profile(ref.provider).context_window if ref else 0
 
     def _options(self, live: LiveSession) -> list:
         return config_options(self._config, live.choices)
