@@ -101,10 +101,12 @@ class Agent:
         # The toolsets every tool of this agent belongs to: skills may require them.
         self.toolsets = frozenset.intersection(*(t.toolsets for t in tools)) if tools else frozenset()
 
-    async def new_session(self, cwd: Path, host: Host, *, roots: list[Path] | None = None, mode: Mode = "ask") -> Session:
-        """Create and persist a session rooted at ``cwd``."""
+    async def new_session(
+        self, cwd: Path, host: Host, *, roots: list[Path] | None = None, mode: Mode = "ask", session_id: str | None = None
+    ) -> Session:
+        """Create and persist a session rooted at ``cwd`` (under ``session_id`` when given)."""
         cwd = cwd.resolve()
-        record = await self.store.create_session(cwd=str(cwd), surface=self.surface, model=self.model.name)
+        record = await self.store.create_session(cwd=str(cwd), surface=self.surface, model=self.model.name, session_id=session_id)
         return await self._attach(record.id, cwd, host, roots, mode, [])
 
     async def open_session(self, session_id: str, host: Host, *, cwd: Path | None = None, mode: Mode = "ask") -> Session | None:

@@ -6,6 +6,9 @@ import argparse
 import asyncio
 import os
 import sys
+import threading
+
+from hermes_acp.handshake import EarlyAnswers
 
 __all__ = ["main"]
 
@@ -22,15 +25,59 @@ def _protect_stdout() -> int:
     return protocol_fd
 
 
-async def _serve(protocol_fd: int, redactor) -> None:
+class _Loader(threading.Thread):
+    """Loads the config, then imports the SDK and the server, while the main thread reads stdin."""
+
+    def __init__(self) -> None:
+        super().__init__(name="hermes-acp-loader", daemon=True)
+        self.config = None
+        self.redactor = None
+        self.error: BaseException | None = None
+        self._config_loaded = threading.Event()
+
+    def run(self) -> None:
+        try:
+            from core.config import ConfigError, load_config
+            from core.logs import setup_logging
+
+            try:
+                self.config = load_config()
+            except ConfigError:
+                self.config = None
+            self.redactor = setup_logging("acp", self.config.log_level if self.config else "info")
+            self._config_loaded.set()
+            import acp.agent.connection  # noqa: F401  (the slow part)
+
+            import hermes_acp.server  # noqa: F401
+        except BaseException as exc:  # re-raised in the main thread
+            self.error = exc
+        finally:
+            self._config_loaded.set()
+
+    def loaded_config(self):
+        """The config once loaded (None when it is invalid: the server then says why)."""
+        self._config_loaded.wait()
+        return self.config
+
+    def result(self):
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.redactor
+
+
+async def _serve(read_fd: int, protocol_fd: int, redactor, early: EarlyAnswers | None) -> None:
     from acp.agent.connection import AgentSideConnection
 
     from hermes_acp.server import HermesAgent
     from hermes_acp.transport import StdioTransport
 
-    transport = StdioTransport(os.dup(0), protocol_fd)
+    if early is None:
+        transport = StdioTransport(read_fd, protocol_fd)
+    else:
+        transport = StdioTransport(read_fd, protocol_fd, replay=early.replay, rest=early.rest, answered=early.answered)
     await transport.start()
-    agent = HermesAgent(transport=transport, redactor=redactor)
+    agent = HermesAgent(transport=transport, redactor=redactor, given_session_ids=early.session_ids if early else ())
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:
         await conn.listen()
@@ -48,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
     if args.version:
-        from hermes_acp.live import version_string
+        from core.version import version
 
-        print(version_string())
+        print(f"hermes-acp {version()}")
         return 0
     if args.setup:
         from core.setup_wizard import run_setup
@@ -58,16 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         return run_setup()
 
     protocol_fd = _protect_stdout()
-    from core.config import ConfigError, load_config
-    from core.logs import setup_logging
-
+    read_fd = os.dup(0)
+    loader = _Loader()
+    loader.start()
+    early = None
+    if not os.environ.get("HERMES_ACP_NO_FAST_INIT"):
+        # Answer initialize and session/new while the SDK loads (see hermes_acp.handshake).
+        early = EarlyAnswers(read_fd, protocol_fd, loader.loaded_config)
+        early.run()
+        if early.eof and not early.replay and not early.rest:
+            return 0  # the client went away before saying anything
+    redactor = loader.result()
     try:
-        level = load_config().log_level
-    except ConfigError:
-        level = "info"
-    redactor = setup_logging("acp", level)
-    try:
-        asyncio.run(_serve(protocol_fd, redactor))
+        asyncio.run(_serve(read_fd, protocol_fd, redactor, early))
     except KeyboardInterrupt:
         pass
     return 0

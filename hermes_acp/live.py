@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
-import sys
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from core.version import version
 from hermes_acp.options import SessionChoices
 
-__all__ = ["LiveSession", "cost_text", "iso", "mcp_spec", "self_command", "version_string"]
+__all__ = ["LiveSession", "cost_text", "iso", "mcp_spec", "version_string"]
 
 
 @dataclass(slots=True)
@@ -58,20 +56,7 @@ def cost_text(session) -> str:
 
 
 
-def self_command() -> str:
-    """An absolute command that runs this server, for editors that launch set-up themselves."""
-    import shutil
-
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "hermes-acp"
-    if os.sep in argv0:
-        return os.path.abspath(argv0)
-    return shutil.which(argv0) or argv0
-
-
 def version_string() -> str:
-    try:
-        return version("hermes-editor")
-    except PackageNotFoundError:
-        return "0.0.0"
+    return version()
 
 

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 
 from core.config import Config, ConfigError
 
-__all__ = ["MODES", "SessionChoices", "config_options", "mode_state", "model_choices"]
+__all__ = [
+    "MODES",
+    "SessionChoices",
+    "config_options",
+    "config_options_json",
+    "mode_state",
+    "mode_state_json",
+    "model_choices",
+]
 
 MODES: dict[str, tuple[str, str]] = {
     "read-only": ("Read only", "Reads and searches; no writes, no commands"),
@@ -47,50 +55,39 @@ def thought_levels(config: Config, model: str) -> tuple[str, ...]:
     return profile.reasoning_levels if profile else ()
 
 
-def config_options(config: Config, choices: SessionChoices) -> list:
-    from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
-
+def config_options_json(config: Config, choices: SessionChoices) -> list[dict]:
+    """The session's config options as they go on the wire (camelCase, no nulls)."""
     models = model_choices(config)
     if choices.model not in models:
         models.insert(0, choices.model)
+
+    def select(option_id: str, name: str, current: str, values: list[dict]) -> dict:
+        return {"type": "select", "id": option_id, "name": name, "category": option_id, "currentValue": current, "options": values}
+
     options = [
-        SessionConfigOptionSelect(
-            type="select",
-            id="model",
-            name="Model",
-            category="model",
-            current_value=choices.model,
-            options=[SessionConfigSelectOption(value=m, name=m) for m in models],
-        ),
-        SessionConfigOptionSelect(
-            type="select",
-            id="mode",
-            name="Mode",
-            category="mode",
-            current_value=choices.mode,
-            options=[SessionConfigSelectOption(value=k, name=n, description=d) for k, (n, d) in MODES.items()],
-        ),
+        select("model", "Model", choices.model, [{"value": m, "name": m} for m in models]),
+        select("mode", "Mode", choices.mode, [{"value": k, "name": n, "description": d} for k, (n, d) in MODES.items()]),
     ]
     levels = thought_levels(config, choices.model)
     if levels:
-        options.append(
-            SessionConfigOptionSelect(
-                type="select",
-                id="thought_level",
-                name="Thinking",
-                category="thought_level",
-                current_value=choices.thought_level if choices.thought_level in levels else DEFAULT_THOUGHT,
-                options=[SessionConfigSelectOption(value=DEFAULT_THOUGHT, name="Default")]
-                + [SessionConfigSelectOption(value=level, name=level.capitalize()) for level in levels],
-            )
-        )
+        current = choices.thought_level if choices.thought_level in levels else DEFAULT_THOUGHT
+        values = [{"value": DEFAULT_THOUGHT, "name": "Default"}] + [{"value": lv, "name": lv.capitalize()} for lv in levels]
+        options.append(select("thought_level", "Thinking", current, values))
     return options
 
 
-def mode_state(mode: str):
-    from acp.schema import SessionMode, SessionModeState
+def mode_state_json(mode: str) -> dict:
+    """The legacy ``modes`` field as it goes on the wire."""
+    return {"currentModeId": mode, "availableModes": [{"id": k, "name": n, "description": d} for k, (n, d) in MODES.items()]}
 
-    return SessionModeState(
-        current_mode_id=mode,
-        available_modes=[SessionMode(id=k, name=n, description=d) for k, (n, d) in MODES.items()],
-    )
+
+def config_options(config: Config, choices: SessionChoices) -> list:
+    from acp.schema import SessionConfigOptionSelect
+
+    return [SessionConfigOptionSelect.model_validate(option) for option in config_options_json(config, choices)]
+
+
+def mode_state(mode: str):
+    from acp.schema import SessionModeState
+
+    return SessionModeState.model_validate(mode_state_json(mode))

@@ -13,7 +13,8 @@ from core.config import Config, ConfigError, config_path, load_config
 from core.events import PermissionNeeded, TurnEnded
 from core.messages import UserMessage
 from hermes_acp.commands import parse_command
-from hermes_acp.live import LiveSession, iso, self_command, version_string
+from hermes_acp.handshake import RELOAD_METHOD, SETUP_METHOD, images_supported, initialize_result, new_session_result
+from hermes_acp.live import LiveSession, iso
 from hermes_acp.options import DEFAULT_THOUGHT, SessionChoices, mode_state, thought_levels
 from hermes_acp.replay import replay_updates
 from hermes_acp.session_ops import SessionPlumbing
@@ -24,15 +25,13 @@ __all__ = ["HermesAgent"]
 
 log = logging.getLogger(__name__)
 
-SETUP_METHOD = "hermes-setup"
-RELOAD_METHOD = "hermes-config"
 LIST_PAGE = 50
 
 
 class HermesAgent(SessionPlumbing, TurnSupport):
     """Implements the agent side of ACP. Methods it does not define answer -32601."""
 
-    def __init__(self, *, transport=None, redactor=None) -> None:
+    def __init__(self, *, transport=None, redactor=None, given_session_ids=()) -> None:
         self._transport = transport
         self._models: dict[str, Any] = {}
         self._conn: Any = None
@@ -46,6 +45,8 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         self._watch: asyncio.Task | None = None
         self._redactor = redactor
         self._terminal_auth = False
+        self._given_ids: list[str] = list(given_session_ids or ())
+        self._failed: dict[str, str] = {}  # given session id -> why it could not be created
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -53,61 +54,16 @@ class HermesAgent(SessionPlumbing, TurnSupport):
     # --- initialize / auth -------------------------------------------------------------
 
     async def initialize(self, protocol_version: int, client_capabilities=None, client_info=None, **_: Any):
-        from acp import PROTOCOL_VERSION
-        from acp.schema import (
-            AgentCapabilities,
-            AuthMethodAgent,
-            Implementation,
-            InitializeResponse,
-            McpCapabilities,
-            PromptCapabilities,
-            SessionCapabilities,
-            SessionCloseCapabilities,
-            SessionForkCapabilities,
-            SessionListCapabilities,
-            SessionResumeCapabilities,
-            TerminalAuthMethod,
-        )
+        from acp.schema import InitializeResponse
 
         self._client_caps = client_capabilities
         auth_caps = getattr(client_capabilities, "auth", None)
         self._terminal_auth = bool(getattr(auth_caps, "terminal", False) if not isinstance(auth_caps, dict) else auth_caps.get("terminal"))
         self._load_config()
-        methods: list = []
-        if self._terminal_auth:
-            methods.append(
-                TerminalAuthMethod(
-                    type="terminal",
-                    id=SETUP_METHOD,
-                    name="Set up Hermes",
-                    description="Choose a provider, API key and model in a terminal (runs hermes-acp --setup).",
-                    args=["--setup"],
-                )
-            )
-        methods.append(
-            AuthMethodAgent(
-                id=RELOAD_METHOD,
-                name="Use my config.toml",
-                description=f"Run 'hermes-acp --setup' in a terminal or edit {config_path()}, then choose this.",
-                field_meta={"terminal-auth": {"command": self_command(), "args": ["--setup"], "label": "Set up Hermes"}},
-            )
+        result = initialize_result(
+            protocol_version, terminal_auth=self._terminal_auth, images=images_supported(self._config), config_file=config_path()
         )
-        return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(image=self._images_supported(), audio=False, embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True, sse=True),
-                session_capabilities=SessionCapabilities(
-                    list=SessionListCapabilities(),
-                    resume=SessionResumeCapabilities(),
-                    close=SessionCloseCapabilities(),
-                    fork=SessionForkCapabilities(),
-                ),
-            ),
-            auth_methods=methods,
-            agent_info=Implementation(name="hermes-editor", title="Hermes", version=version_string()),
-        )
+        return InitializeResponse.model_validate(result)
 
     async def authenticate(self, method_id: str, **_: Any):
         from acp import RequestError
@@ -128,13 +84,6 @@ class HermesAgent(SessionPlumbing, TurnSupport):
             self._config, self._config_error = None, str(exc)
         if self._config is not None and self._redactor is not None:
             self._redactor.add(self._config.secrets)
-
-    def _images_supported(self) -> bool:
-        """Images are accepted only when the configured model's provider takes them."""
-        if self._config is None or not self._config.model:
-            return False
-        profile = self._config.profile()
-        return bool(profile and profile.images)
 
     def _ready_error(self) -> str | None:
         if self._config_error:
@@ -189,18 +138,24 @@ class HermesAgent(SessionPlumbing, TurnSupport):
     async def new_session(self, cwd: str, mcp_servers=None, additional_directories=None, **_: Any):
         from acp.schema import NewSessionResponse
 
-        path, roots = self._check_cwd(cwd, mcp_servers, additional_directories)
-        agent = await self._core()
-        session = await agent.new_session(path, self._local(), roots=roots)
-        live = await self._adopt(session, SessionChoices(model=agent.model.name))
-        await self._save_choices(live)
-        if mcp_servers:
-            await self._connect_mcp(live, mcp_servers)
+        # The first session/new may already have been answered, with this id (hermes_acp.handshake).
+        given = self._given_ids.pop(0) if self._given_ids else None
+        try:
+            path, roots = self._check_cwd(cwd, mcp_servers, additional_directories)
+            agent = await self._core()
+            session = await agent.new_session(path, self._local(), roots=roots, session_id=given)
+            live = await self._adopt(session, SessionChoices(model=agent.model.name))
+            await self._save_choices(live)
+            if mcp_servers:
+                await self._connect_mcp(live, mcp_servers)
+        except Exception as exc:
+            if given is not None:
+                self._failed[given] = _details(exc)
+                log.error("session %s, already announced to the client, could not be created: %s", given, self._failed[given])
+            raise
         self._after_answer(live)
         log.info("session %s created in %s", session.id, path)
-        return NewSessionResponse(
-            session_id=session.id, modes=mode_state(live.choices.mode), config_options=self._options(live)
-        )
+        return NewSessionResponse.model_validate(new_session_result(session.id, self._config, live.choices))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers=None, additional_directories=None, **_: Any):
         """Replay the whole stored conversation, then answer."""
@@ -243,9 +198,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         if mcp_servers:
             await self._connect_mcp(live, mcp_servers)
         self._after_answer(live)
-        return ForkSessionResponse(
-            session_id=session.id, modes=mode_state(live.choices.mode), config_options=self._options(live)
-        )
+        return ForkSessionResponse.model_validate(new_session_result(session.id, self._config, live.choices))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any):
         """Stored sessions, newest first, optionally for one directory, paged by an opaque cursor."""
@@ -371,3 +324,10 @@ class HermesAgent(SessionPlumbing, TurnSupport):
 
     # --- session plumbing ----------------------------------------------------------------
 
+
+def _details(exc: Exception) -> str:
+    """What a failed request says: a protocol error's data, or the exception's text."""
+    data = getattr(exc, "data", None)
+    if isinstance(data, dict) and data:
+        return "; ".join(f"{k}: {v}" for k, v in data.items())
+    return str(exc) or type(exc).__name__

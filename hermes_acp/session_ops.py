@@ -33,6 +33,7 @@ class SessionPlumbing:
     _client_caps: Any
     _transport: Any
     _sessions: dict
+    _failed: dict
     _models: dict
     _closing: set
 
@@ -125,6 +126,10 @@ class SessionPlumbing:
         from acp import RequestError
 
         live = self._sessions.get(session_id)
+        if live is None and session_id in self._failed:
+            raise RequestError.internal_error(
+                {"sessionId": f"session {session_id!r} could not be created: {self._failed[session_id]}; start a new session"}
+            )
         if live is None:
             raise RequestError.invalid_params(
                 {"sessionId": f"unknown session {session_id!r}; create one with session/new or load it with session/load"}

@@ -25,9 +25,25 @@ MAX_LINE = 64 * 1024 * 1024
 class StdioTransport:
     """A message transport for the ACP SDK's Connection, over fds ``read_fd``/``write_fd``."""
 
-    def __init__(self, read_fd: int, write_fd: int) -> None:
+    def __init__(
+        self,
+        read_fd: int,
+        write_fd: int,
+        *,
+        replay: list[bytes] | None = None,
+        rest: bytes = b"",
+        answered: dict[Any, bytes] | None = None,
+    ) -> None:
+        """``replay`` and ``rest`` are what was read from ``read_fd`` before (whole lines, then
+        the bytes after them); ``answered`` maps the ids of requests among them that were already
+        answered (by ``hermes_acp.handshake``) to those answers. The SDK's own answers to them are
+        not sent again, and other requests wait until the SDK has handled them."""
         self._read_fd = read_fd
         self._write_fd = write_fd
+        self._replay = list(replay or [])
+        self._rest = rest
+        self._answered = dict(answered or {})
+        self._settled: asyncio.Event | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
@@ -37,6 +53,11 @@ class StdioTransport:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._reader = asyncio.StreamReader(limit=MAX_LINE)
+        self._settled = asyncio.Event()
+        if not self._answered:
+            self._settled.set()
+        if self._rest:
+            self._reader.feed_data(self._rest)
         try:
             await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0)
@@ -59,6 +80,9 @@ class StdioTransport:
         loop.call_soon_threadsafe(self._reader.feed_eof)
 
     async def send(self, message: dict[str, Any]) -> None:
+        if self._answered and "method" not in message and message.get("id") in self._answered:
+            self._settle(message)
+            return
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         async with self._lock:
             if self._closed:
@@ -68,10 +92,24 @@ class StdioTransport:
             else:
                 self._writer.write(data)
                 await self._writer.drain()
+        self._answer_sent(message)
+
+    def _answer_sent(self, message: dict[str, Any]) -> None:
         result = message.get("result")
         if isinstance(result, dict) and result.get("sessionId") in self._after_result:
             for callback in self._after_result.pop(result["sessionId"]):
                 asyncio.create_task(callback())
+
+    def _settle(self, message: dict[str, Any]) -> None:
+        """The SDK's answer to a request answered early: already on the wire, so not sent."""
+        early = json.loads(self._answered.pop(message["id"]))
+        if "result" not in message:
+            log.error("request %r was answered early, but handling it failed: %s", message["id"], message.get("error"))
+        elif message["result"] != early["result"]:
+            log.error("request %r was answered early with %s, but the server answers %s", message["id"], early["result"], message["result"])
+        self._answer_sent(message)
+        if not self._answered and self._settled is not None:
+            self._settled.set()
 
     def after_session_answer(self, session_id: str, callback: Callable[[], Awaitable[None]]) -> None:
         """Run ``callback`` once the answer naming ``session_id`` is on the wire.
@@ -81,25 +119,36 @@ class StdioTransport:
         self._after_result.setdefault(session_id, []).append(callback)
 
     async def receive(self) -> dict[str, Any] | None:
-        assert self._reader is not None
+        assert self._reader is not None and self._settled is not None
         while True:
-            line = await self._read_line()
+            replayed = bool(self._replay)
+            line = self._replay.pop(0) if replayed else await self._read_line()
             if line is None:
                 return None
-            line = line.strip()
-            if not line:
+            message = await self._parse(line)
+            if message is None:
                 continue
-            try:
-                message = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as exc:
-                await self._error(None, -32700, "Parse error", f"the line is not valid JSON: {exc}")
-                continue
-            problem = _invalid_request(message)
-            if problem is not None:
-                msg_id = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
-                await self._error(msg_id, -32600, "Invalid request", problem)
-                continue
+            if not replayed and "method" in message and not self._settled.is_set():
+                # Requests after those answered early wait until the SDK has handled them (the
+                # client may already use the session id it was given). Responses never wait.
+                await self._settled.wait()
             return message
+
+    async def _parse(self, line: bytes) -> dict[str, Any] | None:
+        line = line.strip()
+        if not line:
+            return None
+        try:
+            message = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            await self._error(None, -32700, "Parse error", f"the line is not valid JSON: {exc}")
+            return None
+        problem = _invalid_request(message)
+        if problem is not None:
+            msg_id = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+            await self._error(msg_id, -32600, "Invalid request", problem)
+            return None
+        return message
 
     async def close(self) -> None:
         self._closed = True

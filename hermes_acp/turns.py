@@ -11,6 +11,7 @@ from core.approvals import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
 from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
+from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text
 from hermes_acp.options import MODES, model_choices
 from hermes_acp.render import acp_content
@@ -157,7 +158,7 @@ class TurnSupport:
     async def _user_message(self, blocks: list, live: LiveSession) -> UserMessage:
         """Text, resource links (read) and embedded resources, as one user message."""
         parts: list[TextPart | ImagePart] = []
-        images = self._images_supported()
+        images = images_supported(self._config)
         for block in blocks:
             kind = getattr(block, "type", None)
             if kind == "text":

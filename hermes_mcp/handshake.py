@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.version import version
+
 __all__ = [
     "HANDSHAKE_VERSIONS",
     "INSTRUCTIONS",
@@ -41,42 +43,9 @@ the user the approval (approvals_list) and answer with approval_respond only wit
 - sessions_search / sessions_list / session_read: past conversations from every surface.
 - skills_list / skill_view, memory_read / memory_add: what the agent knows how to do and remembers."""
 
-_version: str | None = None
-
-
 def server_version() -> str:
     """The installed hermes-editor version (read once)."""
-    global _version
-    if _version is None:
-        _version = _dist_info_version() or _metadata_version()
-    return _version
-
-
-def _dist_info_version() -> str | None:
-    # importlib.metadata takes ~30 ms to import and scan; the dist-info directory's name holds
-    # the version, and finding it is a listdir of the few sys.path entries.
-    import os
-    import sys
-
-    prefix, suffix = "hermes_editor-", ".dist-info"
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for name in names:
-            if name.startswith(prefix) and name.endswith(suffix):
-                return name[len(prefix) : -len(suffix)]
-    return None
-
-
-def _metadata_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("hermes-editor")
-    except Exception:  # not installed as a distribution (a bare checkout)
-        return "0.0.0"
+    return version()
 
 
 def capabilities() -> dict[str, Any]:

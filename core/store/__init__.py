@@ -4,7 +4,7 @@ Nothing here touches the disk until :meth:`SessionStore.open` is awaited.
 """
 
 from core.store.records import ApprovalRecord, ApprovalStatus, RuleDecision, SearchHit, SessionRecord, StoredMessage, Surface
-from core.store.sessions import SessionNotFoundError, SessionStore
+from core.store.sessions import SessionNotFoundError, SessionStore, StoreOpenError
 
 __all__ = [
     "ApprovalRecord",
@@ -14,6 +14,7 @@ __all__ = [
     "SessionNotFoundError",
     "SessionRecord",
     "SessionStore",
+    "StoreOpenError",
     "StoredMessage",
     "Surface",
 ]

@@ -37,11 +37,15 @@ from core.store.records import (
     Surface,
 )
 
-__all__ = ["SessionNotFoundError", "SessionStore", "fts_query"]
+__all__ = ["SessionNotFoundError", "SessionStore", "StoreOpenError", "fts_query"]
 
 T = TypeVar("T")
 
 _SNIPPET_TOKENS = 12
+
+
+class StoreOpenError(OSError):
+    """The store file cannot be opened; the message names it and says what to do."""
 
 
 class SessionNotFoundError(LookupError):
@@ -456,8 +460,14 @@ class _Opening:
 
     async def _open(self) -> SessionStore:
         path = self._path or home() / "state.db"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await db.connect(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await db.connect(path)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreOpenError(
+                f"cannot open the session store {path}: {exc}. Check that it is a writable SQLite file "
+                "(set HERMES_EDITOR_HOME to use another folder)."
+            ) from exc
         try:
             await migrate(conn)
         except BaseException:

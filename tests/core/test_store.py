@@ -74,6 +74,7 @@ def test_exports() -> None:
         "SessionNotFoundError",
         "SessionRecord",
         "SessionStore",
+        "StoreOpenError",
         "StoredMessage",
         "Surface",
     ]
