@@ -7,7 +7,7 @@ consolidate (merge entries, remove stale ones) and try again.
 
 Every change is appended to ``memories/journal.jsonl`` (who, when, before, after) and can be
 reverted (``hermes-editor memory revert ID``). Writers lock the memory file itself with
-``flock`` (as :func:`core.library.add_memory` does), so the three surfaces can write at once.
+``flock``, so the three surfaces can write at once.
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ __all__ = [
     "create_skill",
     "discover",
     "find",
+    "fingerprint",
     "index_text",
     "parse_front_matter",
     "patch_skill",
+    "read_text",
     "record_use",
     "usage",
     "view",
@@ -169,6 +171,27 @@ def _platform_ok(skill: Skill) -> bool:
 
 def find(name: str, projects: Iterable[Path] = ()) -> Skill | None:
     return next((s for s in discover(projects) if s.name == name), None)
+
+
+def fingerprint(projects: Iterable[Path] = ()) -> tuple[tuple[str, int, int], ...]:
+    """A cheap value that changes when a skill is added, removed or edited (for change notices)."""
+    entries = []
+    for root, _ in _sources(projects):
+        if not root.is_dir():
+            continue
+        for path in sorted(root.glob("*/SKILL.md")):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(entries)
+
+
+def read_text(skill: Skill) -> str:
+    """The whole SKILL.md (front matter included), up to MAX_SKILL_CHARS."""
+    with open(skill.path, encoding="utf-8", errors="replace") as handle:
+        return handle.read(MAX_SKILL_CHARS)
 
 
 def index_text(skills: list[Skill]) -> str:

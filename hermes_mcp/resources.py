@@ -18,7 +18,7 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from core.library import MEMORY_FILES, find_skill, list_skills, read_memory_files, skill_name_ok, skills_fingerprint
+from core import memory, skills
 from hermes_mcp.history import transcript_markdown
 from hermes_mcp.views import iso
 
@@ -65,19 +65,35 @@ def register_resources(server: MCPServer, runtime: Runtime) -> None:
     @server.resource("hermes://skills/{name}", name="skill", title="A skill", mime_type=MARKDOWN,
                      description="A skill's SKILL.md")
     async def skill_text(name: str) -> str:
-        skill = await asyncio.to_thread(find_skill, name, list(runtime.projects)) if skill_name_ok(name) else None
-        if skill is None:
+        text = await asyncio.to_thread(_skill_text, name, list(runtime.projects))
+        if text is None:
             raise ResourceNotFoundError(f"no skill {name!r}")
-        return skill.text or ""
+        return text
 
     @server.resource("hermes://memory/{file}", name="memory", title="A memory file", mime_type=MARKDOWN,
                      description="MEMORY.md (notes) or USER.md (about the user)")
     async def memory_text(file: str) -> str:
-        names = {name: kind for kind, (name, _) in MEMORY_FILES.items()}
+        names = {name: kind for kind, name in memory.FILES.items()}
         if file not in names:
             raise ResourceNotFoundError(f"no memory file {file!r}; there are {', '.join(names)}")
-        found = {item.path.name: item for item in await asyncio.to_thread(read_memory_files)}
-        return found[file].text
+        return await asyncio.to_thread(_memory_text, names[file])
+
+
+def _skill_text(name: str, projects: list) -> str | None:
+    skill = skills.find(name, projects)
+    if skill is None:
+        return None
+    try:
+        return skills.read_text(skill)
+    except OSError:
+        return None
+
+
+def _memory_text(kind: str) -> str:
+    try:
+        return memory.memory_path(kind).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 async def dynamic_resources(runtime: Runtime) -> list[Any]:
@@ -85,11 +101,11 @@ async def dynamic_resources(runtime: Runtime) -> list[Any]:
     from mcp_types import Resource
 
     out = []
-    for skill in await asyncio.to_thread(list_skills, list(runtime.projects)):
+    for skill in await asyncio.to_thread(skills.discover, list(runtime.projects)):
         out.append(Resource(uri=f"hermes://skills/{skill.name}", name=f"skill-{skill.name}", title=f"Skill: {skill.name}",
                             description=skill.description or None, mime_type=MARKDOWN))
-    for kind, (name, label) in MEMORY_FILES.items():
-        out.append(Resource(uri=f"hermes://memory/{name}", name=f"memory-{kind}", title=f"Memory: {label}", mime_type=MARKDOWN))
+    for kind, name in memory.FILES.items():
+        out.append(Resource(uri=f"hermes://memory/{name}", name=f"memory-{kind}", title=f"Memory: {memory.LABELS[kind]}", mime_type=MARKDOWN))
     store = await runtime.store()
     for record in await store.list_sessions(limit=RECENT_SESSIONS):
         out.append(Resource(uri=f"hermes://sessions/{record.id}", name=f"session-{record.id[:8]}",
@@ -109,7 +125,7 @@ async def skill_prompts(runtime: Runtime) -> list[Any]:
             description=skill.description or f"Use the {skill.name} skill",
             arguments=[PromptArgument(name="task", description="what to apply the skill to", required=False)],
         )
-        for skill in await asyncio.to_thread(list_skills, list(runtime.projects))
+        for skill in await asyncio.to_thread(skills.discover, list(runtime.projects))
     ]
 
 
@@ -118,12 +134,13 @@ async def skill_prompt(runtime: Runtime, name: str, arguments: dict[str, str] | 
     from mcp.shared.exceptions import MCPError
     from mcp_types import INVALID_PARAMS, GetPromptResult, PromptMessage, TextContent
 
-    skill = await asyncio.to_thread(find_skill, name, list(runtime.projects)) if skill_name_ok(name) else None
-    if skill is None:
+    skill = await asyncio.to_thread(skills.find, name, list(runtime.projects))
+    body = await asyncio.to_thread(_skill_text, name, list(runtime.projects)) if skill is not None else None
+    if skill is None or body is None:
         raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name}")
     task = (arguments or {}).get("task", "").strip()
     intro = f"Use the skill '{skill.name}' below" + (f" for this: {task}" if task else "") + "."
-    text = f"{intro}\n\n<skill name=\"{skill.name}\" path=\"{skill.path}\">\n{skill.text}\n</skill>"
+    text = f"{intro}\n\n<skill name=\"{skill.name}\" path=\"{skill.path}\">\n{body}\n</skill>"
     return GetPromptResult(
         description=skill.description or None,
         messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
@@ -166,11 +183,11 @@ class ChangeNotifier:
 
 async def watch_skills(runtime: Runtime, notifier: ChangeNotifier, *, interval: float = SKILL_POLL_SECONDS) -> None:
     """Poll the skill folders; announce a change when a skill is added, removed or edited."""
-    last = await asyncio.to_thread(skills_fingerprint, list(runtime.projects))
+    last = await asyncio.to_thread(skills.fingerprint, list(runtime.projects))
     while True:
         await asyncio.sleep(interval)
         try:
-            now = await asyncio.to_thread(skills_fingerprint, list(runtime.projects))
+            now = await asyncio.to_thread(skills.fingerprint, list(runtime.projects))
         except Exception:
             log.debug("skill poll failed", exc_info=True)
             continue

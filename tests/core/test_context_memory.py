@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from core import library, memory
+from core import memory
 from core.context import LearningSettings, NestedContext, load_project_context, load_soul, truncate_middle
 from core.screening import looks_secret, screen
 
@@ -122,24 +122,18 @@ def test_every_change_is_journalled_and_revertible(hermes_home):
     assert memory.journal()[-1].who == "cli"
 
 
-def test_library_add_memory_is_journalled(hermes_home):
-    library.add_memory("Uses ruff for lint")
-    assert [(e.action, e.after) for e in memory.journal()] == [("add", "Uses ruff for lint")]
-
-
 def _writer(args: tuple[str, int]) -> None:
     home, n = args
     os.environ["HERMES_EDITOR_HOME"] = home
-    for i in range(10):
+    for i in range(20):
         memory.change_memory("add", "memory", text=f"fact {n}-{i}", settings=LearningSettings(memory_chars=10_000))
-        library.add_memory(f"lib {n}-{i}")
 
 
 def test_concurrent_writers_from_several_processes_lose_nothing(hermes_home):
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         pool.map(_writer, [(str(hermes_home), n) for n in range(3)])
     entries = memory.parse_entries((hermes_home / "memories" / "MEMORY.md").read_text())
-    assert sorted(entries) == sorted([f"fact {n}-{i}" for n in range(3) for i in range(10)] + [f"lib {n}-{i}" for n in range(3) for i in range(10)])
+    assert sorted(entries) == sorted(f"fact {n}-{i}" for n in range(3) for i in range(20))
     assert len(memory.journal()) == 60
 
 
