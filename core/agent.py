@@ -25,7 +25,7 @@ from core.events import (
 )
 from core.host import Host
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage
-from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, Usage
+from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec, Usage
 from core.learning import SessionContext, TurnStats
 from core.prompt import system_prompt
 from core.tools import Tool, ToolContext, run_tool, tool_locations, tool_title
@@ -92,6 +92,8 @@ class Agent:
         self.context_window = context_window
         self.tools = {t.name: t for t in tools}
         self._specs = [t.spec() for t in tools]
+        # Schemas of a session's extra (MCP) tools, built once per tool object, not once per step.
+        self._extra_specs: dict[str, tuple[Tool, ToolSpec]] = {}
         self.store = store
         self.broker = broker
         self.surface = surface
@@ -185,6 +187,12 @@ class Agent:
             raise ModelError(ErrorKind.BAD_RESPONSE, "the model returned no summary")
         return made[0]
 
+    def _spec(self, tool: Tool) -> ToolSpec:
+        cached = self._extra_specs.get(tool.name)
+        if cached is None or cached[0] is not tool:
+            cached = self._extra_specs[tool.name] = (tool, tool.spec())
+        return cached[1]
+
     def tools_for(self, session: Session) -> dict[str, Tool]:
         return {**self.tools, **session.extra_tools} if session.extra_tools else self.tools
 
@@ -236,7 +244,7 @@ class Agent:
 
     async def _step(self, session: Session, state: _TurnState, emit) -> str | None:
         tools = self.tools_for(session)
-        specs = self._specs if tools is self.tools else [t.spec() for t in tools.values()]
+        specs = self._specs if tools is self.tools else [self._spec(t) for t in tools.values()]
         await compress(self, session, emit, specs=specs)
         request = ModelRequest(
             system=session.system,
