@@ -7,8 +7,8 @@ it polls the rows of this broker's open questions and, when one was answered els
 (another editor window, ``hermes-mcp``'s ``approval_respond``, the gateway), resolves the
 future with that answer.
 
-The store records whether an answer allowed or denied, not whether it was "always": an
-answer from another process counts once.
+The store records whether an answer allowed or denied and whether it was "always"; an
+"always" answer becomes a rule here, where the question was asked, when the question offered it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,12 @@ _DECISIONS = {
 
 def decision_for(record: ApprovalRecord) -> Decision | None:
     """The decision a stored answer stands for; None while the question is open."""
-    return _DECISIONS.get(record.status)
+    decision = _DECISIONS.get(record.status)
+    if record.always and decision is Decision.ALLOW_ONCE:
+        return Decision.ALLOW_ALWAYS
+    if record.always and decision is Decision.REJECT_ONCE:
+        return Decision.REJECT_ALWAYS
+    return decision
 
 
 async def settle_foreign_answers(broker: ApprovalBroker, store: SessionStore) -> int:

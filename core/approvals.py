@@ -274,7 +274,7 @@ class ApprovalBroker:
                 tool_call_id=request.tool_call_id,
                 tool_name=request.tool_name,
                 title=request.title,
-                detail={"reason": request.reason, "command": request.command, "paths": request.paths},
+                detail={"reason": request.reason, "command": request.command, "paths": request.paths, "offer_always": request.offer_always},
             )
             # Use the store's id so that other processes can answer by it.
             del self._pending[request.id]
@@ -303,7 +303,8 @@ class ApprovalBroker:
         status = status or ("allowed" if decision.allowed else "denied")
         if self._store is not None:
             try:
-                won = await self._store.resolve_approval(approval_id, status, by)
+                always = decision in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS)
+                won = await self._store.resolve_approval(approval_id, status, by, always=always)
             except Exception:  # the store must never leave a question hanging
                 log.exception("could not record approval %s", approval_id)
                 won = open_here

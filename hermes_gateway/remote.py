@@ -78,9 +78,11 @@ class RemoteApprovals:
             if detail.get("command"):
                 lines.append(f"```\n{str(detail['command'])[:1500]}\n```")
             lines.append(f"(waiting {int(age)}s; the first answer, here or in the editor, wins)")
-            keyboard = InlineKeyboardMarkup(
-                [[InlineKeyboardButton("Allow", callback_data=f"rp|{row.id}|o"), InlineKeyboardButton("Deny", callback_data=f"rp|{row.id}|d")]]
-            )
+            buttons = [InlineKeyboardButton("Allow", callback_data=f"rp|{row.id}|o")]
+            if detail.get("offer_always"):
+                buttons.append(InlineKeyboardButton("Always allow", callback_data=f"rp|{row.id}|a"))
+            buttons.append(InlineKeyboardButton("Deny", callback_data=f"rp|{row.id}|d"))
+            keyboard = InlineKeyboardMarkup([buttons])
             try:
                 message = await send_text(gateway.bot, Target(cfg.owner), "\n".join(lines), reply_markup=keyboard)
                 await gateway.gateway_store.set_remote_message(row.id, message.message_id)
@@ -97,16 +99,25 @@ class RemoteApprovals:
         if query.from_user is None or query.from_user.id != owner or chat_id != owner:
             await query.answer("Only the owner can answer this, in their own chat.", show_alert=True)
             return
-        allowed = choice == "o"
-        won = await gateway.store.resolve_approval(approval_id, "allowed" if allowed else "denied", f"telegram:{owner}")
+        if choice not in ("o", "a", "d"):
+            await query.answer("This button is no longer valid.")
+            return
+        allowed = choice in ("o", "a")
+        always = choice == "a"
+        if always:
+            row = await gateway.store.get_approval(approval_id)
+            if row is None or not (row.detail or {}).get("offer_always"):
+                await query.answer("This action asks every time; choose Allow or Deny.", show_alert=True)
+                return
+        won = await gateway.store.resolve_approval(approval_id, "allowed" if allowed else "denied", f"telegram:{owner}", always=always)
         if not won:
             row = await gateway.store.get_approval(approval_id)
             status = row.status if row else "gone"
             await query.answer(f"Already answered or expired ({status}).", show_alert=True)
             outcome = f"already {status}"
         else:
-            await query.answer("Allowed" if allowed else "Denied")
-            outcome = "allowed from Telegram" if allowed else "denied from Telegram"
+            await query.answer(("Always allowed" if always else "Allowed") if allowed else "Denied")
+            outcome = ("always allowed" if always else "allowed" if allowed else "denied") + " from Telegram"
         try:
             text = query.message.text if query.message and query.message.text else "Approval"
             await query.edit_message_text(f"{text.splitlines()[0]} — {outcome}")

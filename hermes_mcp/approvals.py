@@ -61,8 +61,12 @@ class AllowOnce(BaseModel):
 
 
 def offers_always(request: Any) -> bool:
-    # offer_always arrives with the command-rules work in core.approvals; absent means yes.
     return bool(getattr(request, "offer_always", True))
+
+
+def row_offers_always(row: Any) -> bool:
+    """Whether a question asked in another process offers "always" (older rows do not say: no)."""
+    return bool((row.detail or {}).get("offer_always", False))
 
 
 def elicitation_schema(request: ApprovalRequest) -> type[BaseModel]:
@@ -155,7 +159,7 @@ async def list_approvals(runtime: Runtime, session_id: str | None = None) -> lis
                 session_title=record.title if record else None,
                 cwd=record.cwd if record else None,
                 surface=record.surface if record else None,
-                can_always=False,
+                can_always=row_offers_always(row),
                 created_at=iso(row.created_at),
             )
         )
@@ -185,14 +189,14 @@ async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> App
         raise ApprovalChoice(f"No approval {approval_id!r}; list the open ones with approvals_list.")
     if row.status != "pending":
         return await _already(runtime, approval_id)
-    note = ""
-    if decision.endswith("_always"):
-        note = "Counted once: 'always' is remembered only by the process that asked (answer it there to remember it)."
+    always = decision.endswith("_always")
+    if always and not row_offers_always(row):
+        raise ApprovalChoice("this action asks every time; answer 'allow' or 'deny'")
     allowed = decision.startswith("allow")
-    won = await store.resolve_approval(approval_id, "allowed" if allowed else "denied", "mcp")
+    won = await store.resolve_approval(approval_id, "allowed" if allowed else "denied", "mcp", always=always)
     if not won:
         return await _already(runtime, approval_id)
-    return ApprovalAnswer(approval_id=approval_id, outcome="answered", decision="allow" if allowed else "deny", note=note)
+    return ApprovalAnswer(approval_id=approval_id, outcome="answered", decision=decision)
 
 
 async def _already(runtime: Runtime, approval_id: str) -> ApprovalAnswer:

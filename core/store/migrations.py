@@ -293,3 +293,10 @@ async def m003_trigram_index(conn: aiosqlite.Connection) -> None:
             f"INSERT INTO messages_trigram (rowid, text) SELECT id, text FROM messages WHERE text GLOB {_SPACELESS_SCRIPT}",
         ],
     )
+
+
+@migration
+async def m004_approval_always(conn: aiosqlite.Connection) -> None:
+    # Whether an answer was "always": the asking process remembers it as a rule, wherever the
+    # answer came from (another editor window, hermes-mcp, the gateway).
+    await _run(conn, ["ALTER TABLE approvals ADD COLUMN always INTEGER NOT NULL DEFAULT 0"])

@@ -118,6 +118,7 @@ class ApprovalRecord:
     decided_by: str | None
     created_at: float
     decided_at: float | None
+    always: bool = False  # the answer was "always allow" / "always reject"
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> ApprovalRecord:
@@ -132,4 +133,5 @@ class ApprovalRecord:
             decided_by=row["decided_by"],
             created_at=row["created_at"],
             decided_at=row["decided_at"],
+            always=bool(row["always"]),
         )

@@ -364,8 +364,10 @@ class SessionStore:
         await self._write(body)
         return record
 
-    async def resolve_approval(self, approval_id: str, status: ApprovalStatus, decided_by: str | None) -> bool:
-        """Answer a pending question; True if this call's answer won, False if it was already answered."""
+    async def resolve_approval(self, approval_id: str, status: ApprovalStatus, decided_by: str | None, *, always: bool = False) -> bool:
+        """Answer a pending question; True if this call's answer won, False if it was already answered.
+
+        ``always``: the answer was "always allow" / "always reject" (the asking process makes it a rule)."""
         if status == "pending":
             raise ValueError("an approval cannot be resolved to 'pending'")
         _check(status, APPROVAL_STATUSES, "approval status")
@@ -375,8 +377,8 @@ class SessionStore:
             # row, and every later one matches nothing.
             return await _exec(
                 conn,
-                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = 'pending'",
-                (status, decided_by, time.time(), approval_id),
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, always = ? WHERE id = ? AND status = 'pending'",
+                (status, decided_by, time.time(), int(always), approval_id),
             )
 
         return bool(await self._write(body))

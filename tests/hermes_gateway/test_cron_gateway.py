@@ -133,14 +133,15 @@ def test_cron_command_and_cron_tool_from_chat(hermes_home, project, telegram):
     assert "cron '0 9 * * 1-5'" in listed and f"chat {OWNER}" in listed
 
 
-@pytest.mark.parametrize("answer", ["o", "d"])
+@pytest.mark.parametrize("answer", ["o", "d", "a"])
 def test_remote_approval_of_an_editor_question(hermes_home, project, telegram, answer):
+    offer_always = answer == "a"  # a question that asks every time gets no "Always allow"
     async def editor_question() -> str:
         async with SessionStore.open() as store:
             session = await store.create_session(cwd=str(project), surface="acp", title="Refactor")
             row = await store.create_approval(
                 session_id=session.id, tool_call_id="t1", tool_name="run_command", title="Run `make deploy`",
-                detail={"reason": "commands need your approval", "command": "make deploy", "paths": []},
+                detail={"reason": "commands need your approval", "command": "make deploy", "paths": [], "offer_always": offer_always},
             )
             return row.id
 
@@ -156,17 +157,20 @@ def test_remote_approval_of_an_editor_question(hermes_home, project, telegram, a
         gateway = GatewayProcess(gateway_env(hermes_home, telegram, model.base_url)).start(telegram)
         with gateway:
             asked = telegram.wait_text(OWNER, "acp session asks: Run <code>make deploy</code>")
-            data = next(b["callback_data"] for row in asked["reply_markup"]["inline_keyboard"] for b in row if b["callback_data"].endswith(f"|{answer}"))
+            choices = [b["callback_data"] for row in asked["reply_markup"]["inline_keyboard"] for b in row]
+            assert any(c.endswith("|a") for c in choices) is offer_always
+            data = next(c for c in choices if c.endswith(f"|{answer}"))
             stranger_press = telegram.press(999, asked, data)
             assert "not authorised" in telegram.answer_for(stranger_press)["text"]
             telegram.answer_for(telegram.press(OWNER, asked, data))
+            outcome = {"o": "— allowed from Telegram", "d": "— denied from Telegram", "a": "— always allowed from Telegram"}[answer]
+            telegram.wait_text(OWNER, outcome)
             late = telegram.press(OWNER, asked, data)
             assert "Already answered" in telegram.answer_for(late)["text"]
 
-    async def status() -> tuple[str, str | None]:
+    async def status() -> tuple[str, str | None, bool]:
         async with SessionStore.open() as store:
             row = await store.get_approval(approval_id)
-            return row.status, row.decided_by
+            return row.status, row.decided_by, row.always
 
-    assert asyncio.run(status()) == ("allowed" if answer == "o" else "denied", f"telegram:{OWNER}")
-    assert "allowed from Telegram" in asked["text"] if answer == "o" else "denied from Telegram" in asked["text"]
+    assert asyncio.run(status()) == ("denied" if answer == "d" else "allowed", f"telegram:{OWNER}", answer == "a")

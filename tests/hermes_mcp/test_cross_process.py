@@ -40,7 +40,9 @@ async def _question(store: SessionStore, broker: ApprovalBroker, cwd: Path) -> A
     )
 
 
-@pytest.mark.parametrize("decision, expected", [("allow", Decision.ALLOW_ONCE), ("deny_always", Decision.REJECT_ONCE)])
+@pytest.mark.parametrize(
+    "decision, expected", [("allow", Decision.ALLOW_ONCE), ("allow_always", Decision.ALLOW_ALWAYS), ("deny_always", Decision.REJECT_ALWAYS)]
+)
 async def test_an_editor_sessions_question_is_listed_and_answered_over_mcp(hermes_home, project, decision, expected):
     async with SessionStore.open() as store:
         broker = ApprovalBroker(store, timeout=60)
@@ -55,12 +57,54 @@ async def test_an_editor_sessions_question_is_listed_and_answered_over_mcp(herme
             watcher.cancel()
         row = await store.get_approval(request.id)
     assert listed["approval_id"] == request.id and listed["surface"] == "acp" and listed["session_title"] == "editor work"
-    assert listed["command"] == "make deploy" and listed["can_always"] is False and listed["task_id"] is None
-    assert answer["outcome"] == "answered"
-    if decision.endswith("_always"):
-        assert "once" in answer["note"]
+    assert listed["command"] == "make deploy" and listed["can_always"] is True and listed["task_id"] is None
+    assert answer["outcome"] == "answered" and answer["decision"] == decision
     assert decided is expected
     assert row.status == ("allowed" if expected.allowed else "denied") and row.decided_by == "mcp"
+    assert row.always is decision.endswith("_always")
+
+
+async def test_always_is_refused_for_a_question_that_asks_every_time(hermes_home, project):
+    async with SessionStore.open() as store:
+        broker = ApprovalBroker(store, timeout=60)
+        record = await store.create_session(cwd=str(project), surface="acp", title="editor work")
+        request = await broker.open(
+            ApprovalRequest(
+                session_id=record.id, tool_call_id="c1", tool_name="run_command", tool_kind="execute",
+                title="Run `rm -rf build`", reason="dangerous", command="rm -rf build", paths=[str(project)], offer_always=False,
+            )
+        )
+        async with connected(mcp_env(hermes_home)) as client:
+            (listed,) = data(await client.call_tool("approvals_list", {}))["approvals"]
+            refused = await client.call_tool("approval_respond", {"approval_id": request.id, "decision": "allow_always"})
+        row = await store.get_approval(request.id)
+        request.future.cancel()
+    assert listed["can_always"] is False
+    assert refused.is_error and "asks every time" in refused.content[0].text
+    assert row.status == "pending", "a refused answer changes nothing"
+
+
+async def test_always_allow_given_over_mcp_becomes_a_rule_in_the_asking_hermes_acp(hermes_home, project):
+    script = [
+        call("run_command", {"command": "make build"}),
+        {"text": "built"},
+        call("run_command", {"command": "make build"}),
+        {"text": "built again"},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        editor = EditorClient(answer="wait")
+        async with running_agent(editor, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            prompt = asyncio.create_task(conn.prompt(session_id=session.session_id, prompt=[acp.text_block("build it")]))
+            await asyncio.wait_for(editor.permission_event.wait(), 30)
+            async with connected(mcp_env(hermes_home)) as client:
+                (listed,) = data(await client.call_tool("approvals_list", {}))["approvals"]
+                answer = data(await client.call_tool("approval_respond", {"approval_id": listed["approval_id"], "decision": "allow_always"}))
+            first = await asyncio.wait_for(prompt, 30)
+            second = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[acp.text_block("again")]), 30)
+    assert listed["can_always"] is True and answer["decision"] == "allow_always"
+    assert first.stop_reason == "end_turn" and second.stop_reason == "end_turn"
+    assert len(editor.permission_requests) == 1, "the second run of the same command did not ask"
 
 
 async def test_the_first_answer_wins_and_stale_questions_are_not_listed(hermes_home, project):
