@@ -60,7 +60,7 @@ def _build(allow_auto: bool) -> Any:
     return build_server(Runtime(redactor, allow_auto=allow_auto))
 
 
-async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[bytes], out_fd: int, drop_id: Any) -> None:
+async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[bytes | bytearray | None], out_fd: int, drop_id: Any) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
@@ -82,13 +82,13 @@ def _stdio(allow_auto: bool) -> int:
     import asyncio
 
     from hermes_mcp import handshake
-    from hermes_mcp.stdio import protect_stdio
+    from hermes_mcp.stdio import protect_stdio, read_line
 
     protocol_in, protocol_out = protect_stdio()
     loader = _Loader(allow_auto)
     loader.start()
     reader = open(protocol_in, "rb", closefd=False)
-    first = reader.readline()
+    first = read_line(reader)  # None: over-long, answered once the SDK serves
     drop_id = None
     if first and not os.environ.get("HERMES_MCP_NO_FAST_INIT"):
         answer = handshake.initialize_answer(first)
@@ -97,7 +97,7 @@ def _stdio(allow_auto: bool) -> int:
             while view:
                 view = view[os.write(protocol_out, view):]
             drop_id = handshake.initialize_request_id(first)
-    if not first:
+    if first == b"":
         return 0  # the client went away before saying anything
     server = loader.result()
     try:

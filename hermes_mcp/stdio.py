@@ -6,6 +6,10 @@ a child process can neither corrupt the stream nor steal input. The SDK's ``stdi
 is then given explicit streams over those private fds: ``Lines`` replays the first line (the
 ``initialize`` we may already have answered) before reading on, and ``Writer`` drops the
 SDK's own answer to that replayed request.
+
+A line longer than ``MAX_LINE`` bytes (as in ``hermes-acp``) is dropped as soon as it passes
+the limit, read on to its end in pieces that are not kept, and answered with -32600: memory
+stays bounded whatever a client sends.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-__all__ = ["Lines", "Writer", "invalid_message_error", "protect_stdio"]
+__all__ = ["MAX_LINE", "Lines", "Writer", "invalid_message_error", "protect_stdio", "read_line", "too_long_error"]
 
 log = logging.getLogger(__name__)
+
+MAX_LINE = 64 * 1024 * 1024  # bytes in one message line, newline excluded
+_PIECE = 1024 * 1024
 
 
 def protect_stdio() -> tuple[int, int]:
@@ -37,7 +44,37 @@ def protect_stdio() -> tuple[int, int]:
     return protocol_in, protocol_out
 
 
-def invalid_message_error(line: bytes) -> dict[str, Any] | None:
+def read_line(reader: io.BufferedReader, limit: int = MAX_LINE) -> bytes | bytearray | None:
+    """The next line (``b""`` at the end of input), or None for a line over ``limit`` bytes.
+
+    A line is read in pieces of at most a megabyte: a long one grows in place (never twice
+    in memory); an over-long one is let go at the limit and the rest read and dropped piece
+    by piece.
+    """
+    step = min(_PIECE, limit + 1)
+    piece = reader.readline(step)
+    if not piece or piece.endswith(b"\n"):
+        return piece  # the usual case: one read, no copy
+    line = bytearray(piece)
+    while len(line) <= limit:
+        piece = reader.readline(step)
+        line += piece
+        if not piece or piece.endswith(b"\n"):
+            newline = piece.endswith(b"\n")
+            return line if len(line) - newline <= limit else None
+    del line
+    while True:
+        piece = reader.readline(_PIECE)
+        if not piece or piece.endswith(b"\n"):
+            return None
+
+
+def too_long_error(limit: int = MAX_LINE) -> dict[str, Any]:
+    """The JSON-RPC error for a line that was skipped for its length (its id is unknown)."""
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Invalid Request: message longer than {limit} bytes"}}
+
+
+def invalid_message_error(line: bytes | bytearray) -> dict[str, Any] | None:
     """The JSON-RPC error for a line that is not a JSON-RPC message, or None to pass it on.
 
     The SDK drops such lines silently; JSON-RPC 2.0 wants an answer (-32700 for what does not
@@ -68,11 +105,15 @@ def invalid_message_error(line: bytes) -> dict[str, Any] | None:
 class Lines:
     """The protocol's input lines as an async iterable: first the replayed ones, then the rest.
 
-    Lines that are not JSON-RPC messages are answered through ``reject`` and not passed on.
+    Lines that are not JSON-RPC messages, and over-long lines (None in ``replay``, as
+    ``read_line`` returns them), are answered through ``reject`` and not passed on.
     """
 
     def __init__(
-        self, reader: io.BufferedReader, replay: list[bytes], reject: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        self,
+        reader: io.BufferedReader,
+        replay: list[bytes | bytearray | None],
+        reject: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self._reader = reader
         self._replay = replay
@@ -91,7 +132,12 @@ class Lines:
             else:
                 # A worker thread, so that a blocked read never stalls the event loop;
                 # abandon_on_cancel lets shutdown proceed while the thread still sits in read().
-                line = await anyio.to_thread.run_sync(self._reader.readline, abandon_on_cancel=True)
+                line = await anyio.to_thread.run_sync(read_line, self._reader, abandon_on_cancel=True)
+            if line is None:
+                log.warning("skipped a message line longer than %d bytes", MAX_LINE)
+                if self._reject is not None:
+                    await self._reject(too_long_error())
+                continue
             if not line:
                 return
             error = invalid_message_error(line) if self._reject is not None else None

@@ -40,7 +40,8 @@ class Server:
     def __init__(self, home) -> None:
         self.proc = subprocess.Popen([hermes_mcp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=mcp_env(home), bufsize=0)
         self.lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(l) for l in self.proc.stdout], daemon=True).start()
+        self.reader = threading.Thread(target=lambda: [self.lines.put(l) for l in self.proc.stdout], daemon=True)
+        self.reader.start()
         self.next_id = 9_000_000
 
     def send(self, line: str) -> None:
@@ -59,6 +60,16 @@ class Server:
                 assert message.get("result") == {}, message
                 return seen
             seen.append(message)
+
+    def close(self) -> int:
+        """Close stdin (the client goes away) and wait for the exit; killed if it does not come."""
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise
 
 
 def test_hostile_lines_never_break_hermes_mcp(hermes_home):
@@ -81,5 +92,67 @@ def test_hostile_lines_never_break_hermes_mcp(hermes_home):
         feed()
         assert server.proc.poll() is None, "hermes-mcp exited on hostile input"
     finally:
-        server.proc.stdin.close()
-        server.proc.wait(timeout=20)
+        server.close()
+
+
+def _vm(pid: int, field: str) -> int:
+    """A /proc/<pid>/status figure (VmRSS, VmHWM) in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def test_fifty_megabyte_and_over_long_lines(hermes_home):
+    """Huge lines get answers (a result, -32700, or -32600 past MAX_LINE) and memory stays bounded."""
+    from hermes_mcp.stdio import MAX_LINE
+
+    server = Server(hermes_home)
+    stdin = server.proc.stdin
+
+    def stream(prefix: bytes, fill: bytes, size: int, suffix: bytes) -> None:
+        """One line of ``size`` filler bytes between prefix and suffix, written a megabyte at a time."""
+        stdin.write(prefix)
+        piece = fill * (1024 * 1024 // len(fill))
+        left = size
+        while left > 0:
+            stdin.write(piece[:left])
+            left -= len(piece)
+        stdin.write(suffix + b"\n")
+        stdin.flush()
+
+    try:
+        # The very first line is over-long: read before the SDK serves, answered once it does.
+        stream(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"pad": "', b"p", MAX_LINE, b'"}}')
+        server.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
+        server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        before = server.ping()
+        assert before[0] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Invalid Request: message longer than {MAX_LINE} bytes"}}
+        assert before[1]["id"] == 2 and before[1]["result"]["serverInfo"]["name"] == "hermes"
+        baseline = _vm(server.proc.pid, "VmRSS")
+
+        # Three times the limit: skipped without being held, then the server answers on.
+        stream(b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"pad": "', b"q", 3 * MAX_LINE, b'"}}')
+        assert [m["error"]["code"] for m in server.ping()] == [-32600]
+        assert _vm(server.proc.pid, "VmHWM") - baseline < 2 * MAX_LINE
+
+        # 50 MB: a real tool call (one 50 MB word to search for), then 50 MB that is not JSON.
+        stream(b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "sessions_search", "arguments": {"query": "',
+               b"x", 50_000_000, b'"}}}')
+        stream(b"", b"not json at all ", 50_000_000, b"")
+        answers = server.ping()
+        while not any(m.get("id") == 4 for m in answers):  # the tool call runs beside the ping
+            answers.append(json.loads(server.lines.get(timeout=60)))
+        assert all(m.get("jsonrpc") == "2.0" for m in answers)
+        assert [m["error"]["code"] for m in answers if m.get("id") is None] == [-32700]
+        (result,) = [m for m in answers if m.get("id") == 4]
+        assert result["result"]["isError"] is False and "hits" in result["result"]["structuredContent"], str(result)[:500]
+        assert server.proc.poll() is None
+    finally:
+        code = server.close()
+    assert code == 0
+    # Nothing else on stdout after the answers (every line was JSON-RPC, checked as it came).
+    server.reader.join(timeout=10)
+    assert not server.reader.is_alive() and server.lines.empty()
