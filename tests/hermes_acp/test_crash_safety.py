@@ -10,6 +10,7 @@ import random
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 
 import acp
@@ -22,7 +23,8 @@ BIG = "".join(f"line {i} of a file large enough that a torn write would show\n" 
 
 def _script(body: dict) -> dict:
     """Each step writes a big file (whole or not at all), then the turn ends."""
-    step = sum(1 for m in body["messages"] if m["role"] == "tool")
+    last_user = max(i for i, m in enumerate(body["messages"]) if m["role"] == "user")
+    step = sum(1 for m in body["messages"][last_user:] if m["role"] == "tool")  # this turn's steps
     if step >= 4:
         return {"text": "all written"}
     marker = f"{step}-{len(body['messages'])}"
@@ -37,6 +39,19 @@ def _start(env, project):
     send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}})
     proc.stdout.readline()
     return proc, send
+
+
+def _tool_call_seen(proc, timeout: float) -> bool:
+    """Read the agent's stdout (in a thread, on to its end) until a tool call is announced."""
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            if '"sessionUpdate":"tool_call"' in line.replace(" ", ""):
+                seen.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return seen.wait(timeout)
 
 
 def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
@@ -59,7 +74,13 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
             while json.loads(proc.stdout.readline()).get("id") != 2:
                 pass
             send({"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"round {round_}"}]}})
-            time.sleep(rng.uniform(0.3, 1.5))
+            if round_ % 2:
+                time.sleep(rng.uniform(0.3, 1.5))  # anywhere: the model stream, a tool, a write
+            else:
+                # Surely inside the turn: once its first tool call is announced, however loaded
+                # the machine is.
+                assert _tool_call_seen(proc, 60), "the turn announced no tool call"
+                time.sleep(rng.uniform(0.0, 0.3))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
             # No file is half-written: each is either absent or whole.
@@ -71,11 +92,14 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
             try:
                 assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
                 stored = db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
-                fts = db.execute("SELECT COUNT(*) FROM messages_fts").fetchone()[0]
-                total = db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+                # The full-text index agrees with the messages, row by row and token by token
+                # (COUNT(*) on an external-content table would only count the messages again).
+                indexed = [r[0] for r in db.execute("SELECT id FROM messages_fts_docsize ORDER BY id")]
+                ids = [r[0] for r in db.execute("SELECT id FROM messages ORDER BY id")]
+                db.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
             finally:
                 db.close()
-            assert fts == total
+            assert indexed == ids
 
     written_before_undo = sorted(p.name for p in project.glob("f*.txt"))
 

