@@ -17,12 +17,9 @@ __all__ = ["main"]
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from core.version import version
 
-    try:
-        return version("hermes-editor")
-    except PackageNotFoundError:
-        return "0.0.0"
+    return version()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,9 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scripted", action="store_true", help="use the bundled scripted model even if a model is configured")
     demo.add_argument("--timeout", type=float, default=600.0, help="seconds the turn may take (default 600)")
 
-    from hermes_cli import import_cmd, memory_cmd, sessions_cmd, skills_cmd
+    from hermes_cli import checkpoints_cmd, import_cmd, memory_cmd, sessions_cmd, skills_cmd
 
-    for module in (sessions_cmd, skills_cmd, memory_cmd, import_cmd):
+    for module in (sessions_cmd, skills_cmd, memory_cmd, import_cmd, checkpoints_cmd):
         module.register(commands)
 
     search = commands.add_parser("search", help="full-text search over past sessions")
@@ -89,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             from hermes_cli import sessions_cmd
 
             return sessions_cmd.run(args)
-        if args.command in ("skills", "memory", "import"):
-            from hermes_cli import import_cmd, memory_cmd, skills_cmd
+        if args.command in ("skills", "memory", "import", "checkpoints"):
+            from hermes_cli import checkpoints_cmd, import_cmd, memory_cmd, skills_cmd
 
-            return {"skills": skills_cmd, "memory": memory_cmd, "import": import_cmd}[args.command].run(args)
+            modules = {"skills": skills_cmd, "memory": memory_cmd, "import": import_cmd, "checkpoints": checkpoints_cmd}
+            return modules[args.command].run(args)
         if args.command == "search":
             return asyncio.run(_search(" ".join(args.query), args.limit))
         if args.command in ("gateway", "pairing", "cron"):

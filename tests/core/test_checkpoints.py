@@ -146,3 +146,93 @@ def test_the_system_prompt_says_which_branch_and_how_many_changes(project):
     assert git_summary(project) == "Git: branch trunk, 2 changed files"
     assert "\nGit: branch trunk, 2 changed files\n" in system_prompt(project)
     assert "Git:" not in system_prompt(project, git=None)
+
+
+def _objects(store: Checkpoints) -> set[str]:
+    root = store.repo_path / "objects"
+    return {d.name + f.name for d in root.iterdir() if len(d.name) == 2 for f in d.iterdir()}
+
+
+def _age(store: Checkpoints, seconds: float) -> None:
+    """Make every object look ``seconds`` old (pruning spares objects younger than its grace)."""
+    import os
+    import time
+
+    then = time.time() - seconds
+    for d in (store.repo_path / "objects").iterdir():
+        for f in d.iterdir() if len(d.name) == 2 else ():
+            os.utime(f, (then, then))
+
+
+async def test_prune_deletes_what_nothing_points_at_and_undo_still_works(project):
+    store = Checkpoints()
+    a = project / "a.txt"
+    a.write_text("v0\n")
+    await _write(store, "s", "t1", a, "v1\n")
+    await _write(store, "s", "t2", a, "v2\n")
+    before = _objects(store)
+    _age(store, 7200)
+    report = await store.prune()
+    after = _objects(store)
+    # Each turn's commit is replaced once its writes are recorded: the first versions go.
+    assert report.objects_removed > 0 and after < before and report.objects_kept == len(after)
+    assert report.sessions_dropped == 0
+    assert [c.turn_id for c in await store.list("s")] == ["t2", "t1"]
+    assert (await store.undo_last("s")).done and a.read_text() == "v1\n"
+    assert (await store.undo_last("s")).done and a.read_text() == "v0\n"
+
+
+async def test_prune_spares_young_objects_and_lets_go_of_old_sessions(project, monkeypatch):
+    store = Checkpoints()
+    old, recent = project / "old.txt", project / "recent.txt"
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2020-01-01T00:00:00")  # how git dates a commit
+    await _write(store, "old-session", "t1", old, "old\n")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    await _write(store, "new-session", "t1", recent, "new\n")
+    young = await store.prune()  # everything was just written: within the grace period
+    assert young.objects_removed == 0 and young.sessions_dropped == 1
+    assert await store.list("old-session") == [] and len(await store.list("new-session")) == 1
+    _age(store, 7200)
+    aged = await store.prune()
+    assert aged.objects_removed > 0 and aged.sessions_dropped == 0
+    assert len(await store.list("new-session")) == 1
+    everything = await store.prune(keep_days=0, grace=0)
+    assert everything.sessions_dropped == 0, "keep_days=0 keeps every session"
+
+
+async def test_a_prune_runs_on_its_own_once_a_day(project):
+    import asyncio
+    import os
+    import time
+
+    store = Checkpoints()
+    a = project / "a.txt"
+    await _write(store, "s", "t1", a, "v1\n")
+    stamp = store.directory / "pruned-at"
+    assert stamp.exists(), "a new repository starts the clock"
+    await _write(store, "s", "t2", a, "v2\n")
+    _age(store, 7200)
+    before = _objects(store)
+    day_ago = time.time() - checkpoints_module.PRUNE_EVERY - 60
+    os.utime(stamp, (day_ago, day_ago))
+    await _write(store, "s", "t3", a, "v3\n")
+    for _ in range(100):
+        if not checkpoints_module._PRUNE_TASKS:
+            break
+        await asyncio.sleep(0.05)
+    assert time.time() - stamp.stat().st_mtime < 60
+    assert before - _objects(store), "replaced commits of t1 and t2 were removed"
+    assert [c.turn_id for c in await store.list("s")] == ["t3", "t2", "t1"]
+
+
+def test_the_cli_prunes(project, hermes_home):
+    import asyncio
+
+    cli = [sys.executable, "-m", "hermes_cli", "checkpoints", "prune"]
+    empty = subprocess.run(cli, capture_output=True, text=True, check=True)
+    assert "No checkpoints yet." in empty.stdout
+    asyncio.run(_write(Checkpoints(), "s", "t1", project / "a.txt", "x\n"))
+    done = subprocess.run([*cli, "--keep-days", "0"], capture_output=True, text=True, check=True)
+    assert "Let go of 0 old session(s)" in done.stdout and "kept" in done.stdout
+    bad = subprocess.run([*cli, "--keep-days", "-1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--keep-days" in bad.stdout
