@@ -84,6 +84,18 @@ async def test_always_is_refused_for_a_question_that_asks_every_time(hermes_home
     assert row.status == "pending", "a refused answer changes nothing"
 
 
+async def _asked_in_acp_answered_over_mcp(conn, editor: EditorClient, home: Path, project: Path, text: str, decision: str):
+    """Prompt a real hermes-acp until it asks its editor (which never answers), then answer that
+    question through a real hermes-mcp. Returns (session, the prompt's task, listed, answer)."""
+    session = await conn.new_session(cwd=str(project), mcp_servers=[])
+    prompt = asyncio.create_task(conn.prompt(session_id=session.session_id, prompt=[acp.text_block(text)]))
+    await asyncio.wait_for(editor.permission_event.wait(), 30)
+    async with connected(mcp_env(home)) as client:
+        (listed,) = data(await client.call_tool("approvals_list", {}))["approvals"]
+        answer = data(await client.call_tool("approval_respond", {"approval_id": listed["approval_id"], "decision": decision}))
+    return session, prompt, listed, answer
+
+
 async def test_always_allow_given_over_mcp_becomes_a_rule_in_the_asking_hermes_acp(hermes_home, project):
     script = [
         call("run_command", {"command": "make build"}),
@@ -94,12 +106,7 @@ async def test_always_allow_given_over_mcp_becomes_a_rule_in_the_asking_hermes_a
     with ScriptedOpenAIServer(script) as server:
         editor = EditorClient(answer="wait")
         async with running_agent(editor, agent_env(hermes_home, server.base_url)) as (conn, _, _):
-            session = await conn.new_session(cwd=str(project), mcp_servers=[])
-            prompt = asyncio.create_task(conn.prompt(session_id=session.session_id, prompt=[acp.text_block("build it")]))
-            await asyncio.wait_for(editor.permission_event.wait(), 30)
-            async with connected(mcp_env(hermes_home)) as client:
-                (listed,) = data(await client.call_tool("approvals_list", {}))["approvals"]
-                answer = data(await client.call_tool("approval_respond", {"approval_id": listed["approval_id"], "decision": "allow_always"}))
+            session, prompt, listed, answer = await _asked_in_acp_answered_over_mcp(conn, editor, hermes_home, project, "build it", "allow_always")
             first = await asyncio.wait_for(prompt, 30)
             second = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[acp.text_block("again")]), 30)
     assert listed["can_always"] is True and answer["decision"] == "allow_always"
@@ -146,21 +153,12 @@ async def test_an_mcp_tasks_question_answered_in_another_process_unblocks_it(her
 
 
 async def test_a_question_pending_in_a_real_hermes_acp_is_answered_in_the_store(hermes_home, project):
-    """hermes-acp waits for its editor; hermes-mcp lists the question and records the answer.
-
-    (The ACP process resumes on that answer once it runs core.approval_watch; here the answer
-    is checked in the store, where every process reads it.)
-    """
+    """hermes-acp waits for its editor; hermes-mcp lists the question and records the answer."""
     script = [call("write_file", {"path": "notes.md", "content": "hello\n"}), {"text": "done"}]
     with ScriptedOpenAIServer(script) as server:
         editor = EditorClient(answer="wait")
         async with running_agent(editor, agent_env(hermes_home, server.base_url)) as (conn, _, _):
-            session = await conn.new_session(cwd=str(project), mcp_servers=[])
-            prompt = asyncio.create_task(conn.prompt(session_id=session.session_id, prompt=[acp.text_block("write notes")]))
-            await asyncio.wait_for(editor.permission_event.wait(), 30)
-            async with connected(mcp_env(hermes_home)) as client:
-                (listed,) = data(await client.call_tool("approvals_list", {}))["approvals"]
-                answer = data(await client.call_tool("approval_respond", {"approval_id": listed["approval_id"], "decision": "deny"}))
+            session, prompt, listed, answer = await _asked_in_acp_answered_over_mcp(conn, editor, hermes_home, project, "write notes", "deny")
             await conn.cancel(session_id=session.session_id)
             await asyncio.wait_for(prompt, 30)
     assert listed["surface"] == "acp" and listed["session_id"] == session.session_id
