@@ -1,7 +1,11 @@
-"""Time to first session: spawn hermes-acp -> initialize answered -> session/new answered.
+"""Time to first session: spawn hermes-acp -> initialize answered -> session/new answered ->
+first prompt ("say hello") answered.
 
 Prints JSON with the median and spread over several rounds. Uses the bundled scripted model
-on 127.0.0.1 so that no network is involved. Run: .venv/bin/python benchmarks/acp_startup.py
+on 127.0.0.1 (it answers "hello" at once) so that no network is involved. Where the reference
+is installed (benchmarks/reference.py), its ``hermes-acp`` runs the same exchange against the
+same model, interleaved round by round with ours, and the ratios reference / ours are printed.
+Run: .venv/bin/python benchmarks/acp_startup.py [--rounds N] [--reference-venv PATH]
 """
 
 from __future__ import annotations
@@ -10,57 +14,76 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.reference import Reference, add_option, find, ratio, spawn
 from hermes_cli.scripted_model import ScriptedOpenAIServer
 
+FIGURES = ("initialize_ms", "first_session_ms", "first_prompt_ms")
 
-def one_round(command: str, env: dict, project: Path) -> dict:
-    started = time.perf_counter()
-    proc = subprocess.Popen([command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
-    assert proc.stdin and proc.stdout
-    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}) + "\n")
-    proc.stdin.flush()
-    json.loads(proc.stdout.readline())
+
+def one_round(command: list[str], env: dict, project: Path) -> dict:
+    started, rpc = spawn(command, env, project)
+    rpc.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     initialized = time.perf_counter()
-    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}}) + "\n")
-    proc.stdin.flush()
-    answer = json.loads(proc.stdout.readline())
+    session = rpc.call("session/new", {"cwd": str(project), "mcpServers": []})
     created = time.perf_counter()
-    assert "result" in answer, answer
-    proc.stdin.close()
-    proc.wait(timeout=10)
-    return {"initialize_ms": (initialized - started) * 1000, "first_session_ms": (created - started) * 1000}
+    answer = rpc.call("session/prompt", {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": "say hello"}]})
+    answered = time.perf_counter()
+    assert answer.get("stopReason") == "end_turn", answer
+    rpc.close()
+    return {
+        "initialize_ms": (initialized - started) * 1000,
+        "first_session_ms": (created - started) * 1000,
+        "first_prompt_ms": (answered - started) * 1000,
+    }
+
+
+def summary(rounds: list[dict]) -> dict:
+    result = {}
+    for key in FIGURES:
+        values = [r[key] for r in rounds]
+        result[key] = {"median": round(statistics.median(values), 1), "min": round(min(values), 1), "max": round(max(values), 1)}
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=9)
+    add_option(parser)
     args = parser.parse_args()
-    command = str(Path(sys.executable).parent / "hermes-acp")
-    with ScriptedOpenAIServer([]) as server, tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) / "home"
+    reference: Reference | None = find(args.reference_venv)
+    command = [str(Path(sys.executable).parent / "hermes-acp")]
+    with ScriptedOpenAIServer(lambda body: {"text": "hello"}) as server, tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
         env = {
             "PATH": os.environ["PATH"],
-            "HOME": tmp,
-            "HERMES_EDITOR_HOME": str(home),
+            "HOME": str(Path(tmp) / "ours"),
+            "HERMES_EDITOR_HOME": str(Path(tmp) / "ours" / "home"),
             "HERMES_QUIET": "1",
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_KEY": "sk-bench-000000",
             "HERMES_MODEL": "openai:scripted",
         }
-        one_round(command, env, project)  # warm the filesystem cache; not counted
-        rounds = [one_round(command, env, project) for _ in range(args.rounds)]
-    result = {"benchmark": "acp_startup", "rounds": args.rounds, "machine": f"{os.cpu_count()} cores"}
-    for key in ("initialize_ms", "first_session_ms"):
-        values = [r[key] for r in rounds]
-        result[key] = {"median": round(statistics.median(values), 1), "min": round(min(values), 1), "max": round(max(values), 1)}
+        theirs_env = reference.env(Path(tmp) / "reference", server.base_url) if reference else {}
+        # A first round of each warms the filesystem cache (and lets the reference seed its
+        # home); not counted.
+        one_round(command, env, project)
+        if reference:
+            one_round(reference.acp_command, theirs_env, project)
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            ours.append(one_round(command, env, project))
+            if reference:
+                theirs.append(one_round(reference.acp_command, theirs_env, project))
+    result = {"benchmark": "acp_startup", "rounds": args.rounds, "machine": f"{os.cpu_count()} cores", **summary(ours)}
+    if reference:
+        result["reference"] = {"name": reference.name, "command": "hermes-acp", **summary(theirs)}
+        result["reference_over_ours"] = {key: ratio(result["reference"][key]["median"], result[key]["median"]) for key in FIGURES}
     print(json.dumps(result, indent=2))
     return 0
 

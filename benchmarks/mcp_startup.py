@@ -4,7 +4,10 @@
 ``tools/list`` needs the SDK and the server, so it shows the rest of the start-up. The same
 rounds are also run with the early answer switched off (HERMES_MCP_NO_FAST_INIT=1), which is
 what a server that answers from the SDK would do. Prints JSON with the median and spread.
-Run: .venv/bin/python benchmarks/mcp_startup.py [--rounds N]
+Where the reference is installed (benchmarks/reference.py), its MCP server (``hermes mcp
+serve``) gets the same exchange, interleaved round by round with ours, and the ratios
+reference / ours are printed.
+Run: .venv/bin/python benchmarks/mcp_startup.py [--rounds N] [--reference-venv PATH]
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.reference import add_option, find, ratio
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -27,9 +32,9 @@ INITIALIZE = {
 }
 
 
-def one_round(command: str, env: dict) -> dict:
+def one_round(command: list[str], env: dict, cwd: Path) -> dict:
     started = time.perf_counter()
-    proc = subprocess.Popen([command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     assert proc.stdin and proc.stdout
     proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
     proc.stdin.flush()
@@ -47,6 +52,7 @@ def one_round(command: str, env: dict) -> dict:
         "initialize_ms": (initialized - started) * 1000,
         "tools_list_ms": (listed - started) * 1000,
         "tool_list_bytes": len(json.dumps(tools["result"], separators=(",", ":"))),
+        "tools": len(tools["result"]["tools"]),
     }
 
 
@@ -57,14 +63,26 @@ def summary(values: list[float]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=9)
+    add_option(parser)
     args = parser.parse_args()
-    command = str(Path(sys.executable).parent / "hermes-mcp")
+    reference = find(args.reference_venv)
+    command = [str(Path(sys.executable).parent / "hermes-mcp")]
     with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
         env = {"PATH": os.environ["PATH"], "HOME": tmp, "HERMES_EDITOR_HOME": str(Path(tmp) / "home"), "HERMES_QUIET": "1"}
         slow_env = {**env, "HERMES_MCP_NO_FAST_INIT": "1"}
-        one_round(command, env)  # warm the filesystem cache; not counted
-        rounds = [one_round(command, env) for _ in range(args.rounds)]
-        slow = [one_round(command, slow_env) for _ in range(args.rounds)]
+        theirs_env = reference.env(Path(tmp) / "reference") if reference else {}
+        # A first round of each warms the filesystem cache (and lets the reference seed its
+        # home); not counted.
+        one_round(command, env, cwd)
+        if reference:
+            one_round(reference.mcp_command, theirs_env, cwd)
+        rounds, theirs = [], []
+        for _ in range(args.rounds):
+            rounds.append(one_round(command, env, cwd))
+            if reference:
+                theirs.append(one_round(reference.mcp_command, theirs_env, cwd))
+        slow = [one_round(command, slow_env, cwd) for _ in range(args.rounds)]
     result = {
         "benchmark": "mcp_startup",
         "command": "hermes-mcp (stdio), initialize at protocol 2025-11-25",
@@ -74,7 +92,20 @@ def main() -> int:
         "tools_list_ms": summary([r["tools_list_ms"] for r in rounds]),
         "initialize_from_sdk_ms": summary([r["initialize_ms"] for r in slow]),
         "tool_list_bytes": rounds[-1]["tool_list_bytes"],
+        "tools": rounds[-1]["tools"],
     }
+    if reference:
+        result["reference"] = {
+            "name": reference.name,
+            "command": "hermes mcp serve (stdio)",
+            "initialize_ms": summary([r["initialize_ms"] for r in theirs]),
+            "tools_list_ms": summary([r["tools_list_ms"] for r in theirs]),
+            "tool_list_bytes": theirs[-1]["tool_list_bytes"],
+            "tools": theirs[-1]["tools"],
+        }
+        result["reference_over_ours"] = {
+            key: ratio(result["reference"][key]["median"], result[key]["median"]) for key in ("initialize_ms", "tools_list_ms")
+        }
     print(json.dumps(result, indent=2))
     return 0
 
