@@ -82,10 +82,27 @@ async def search(
     parsed = parse_query(query)
     if parsed is None:
         return []
+    if role and role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    if parsed.spaceless and any(len(t) < 3 for t in parsed.raw):
+        rows = await _scan(store, parsed.raw, project, since, until, role, session_id, limit)
+    else:
+        rows = await _ranked(store, parsed, project, since, until, role, session_id, limit)
+    return [
+        Hit(r["session_id"], r["title"], r["cwd"], r["seq"], r["role"], " ".join(r["snippet"].split()), r["created_at"], -r["score"])
+        for r in rows
+    ]
+
+
+_COLUMNS = "m.session_id, s.title, s.cwd, m.seq, m.role, m.created_at"
+
+
+def _filters(project: str | None, since: float | None, until: float | None, role: str | None) -> tuple[list[str], list[Any]]:
+    """Conditions on ``messages m`` (the project as a set of session ids: no join per row)."""
     where: list[str] = []
     params: list[Any] = []
     if project:
-        where.append("(s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
+        where.append("m.session_id IN (SELECT id FROM sessions WHERE cwd = ? OR cwd LIKE ? ESCAPE '\\')")
         params += [project, _like_prefix(project.rstrip("/") + "/")]
     if since is not None:
         where.append("m.created_at >= ?")
@@ -94,37 +111,72 @@ async def search(
         where.append("m.created_at <= ?")
         params.append(until)
     if role:
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}")
         where.append("m.role = ?")
         params.append(role)
+    return where, params
+
+
+async def _ranked(
+    store: SessionStore,
+    parsed: ParsedQuery,
+    project: str | None,
+    since: float | None,
+    until: float | None,
+    role: str | None,
+    session_id: str | None,
+    limit: int,
+) -> list[Any]:
+    """The best ``limit`` matches by bm25, newest first among equals.
+
+    The index ranks and cuts the page on its own, and only the rows of that page are joined
+    to ``messages`` and ``sessions``. The page is a co-routine (CROSS JOIN fixes the join
+    order), so SQLite's ORDER BY ... LIMIT skips snippet() for rows that cannot enter the page;
+    a materialized subquery would build a snippet for every match. A filter on message columns
+    needs the join for every match; a session is instead a small set of message ids that index
+    rows are checked against (``+rowid`` keeps it a check: as an index constraint FTS5 would
+    seek once per id).
+    """
+    table = "messages_trigram" if parsed.spaceless else "messages_fts"
+    where, params = _filters(project, since, until, role)
+    join = f" CROSS JOIN messages m ON m.id = {table}.rowid" if where else ""
+    if session_id:
+        where.append(f"+{table}.rowid IN (SELECT id FROM messages WHERE session_id = ?)")
+        params.append(session_id)
+    filters = "".join(f" AND {w}" for w in where)
+    page = (
+        f"SELECT {table}.rowid AS id, bm25({table}) AS score, snippet({table}, 0, '[', ']', '…', 12) AS snippet"
+        f" FROM {table}{join} WHERE {table} MATCH ?{filters} ORDER BY score, {table}.rowid DESC LIMIT ?"
+    )
+    sql = (
+        f"SELECT {_COLUMNS}, hit.snippet, hit.score FROM ({page}) AS hit CROSS JOIN messages m ON m.id = hit.id"
+        " CROSS JOIN sessions s ON s.id = m.session_id ORDER BY hit.score, hit.id DESC"
+    )
+    return await store.select(sql, (" ".join(parsed.terms), *params, limit))
+
+
+async def _scan(
+    store: SessionStore,
+    words: tuple[str, ...],
+    project: str | None,
+    since: float | None,
+    until: float | None,
+    role: str | None,
+    session_id: str | None,
+    limit: int,
+) -> list[Any]:
+    """Newest messages containing every word: a substring scan for terms too short for trigrams
+    (slow on a huge store, but correct)."""
+    where, params = _filters(project, since, until, role)
     if session_id:
         where.append("m.session_id = ?")
         params.append(session_id)
-    filters = "".join(f" AND {w}" for w in where)
-    columns = "m.session_id, s.title, s.cwd, m.seq, m.role, m.created_at"
-    if parsed.spaceless and any(len(t) < 3 for t in parsed.raw):
-        # Too short for trigrams: a substring scan (slow on a huge store, but correct).
-        likes = " AND ".join("m.text LIKE ? ESCAPE '\\'" for _ in parsed.raw)
-        sql = (
-            f"SELECT {columns}, substr(m.text, 1, 160) AS snippet, 0.0 AS rank FROM messages m"
-            f" JOIN sessions s ON s.id = m.session_id WHERE {likes}{filters} ORDER BY m.id DESC LIMIT ?"
-        )
-        args = [_like_any(t) for t in parsed.raw] + params + [limit]
-    else:
-        table = "messages_trigram" if parsed.spaceless else "messages_fts"
-        match = " ".join(parsed.terms)
-        sql = (
-            f"SELECT {columns}, snippet({table}, 0, '[', ']', '…', 12) AS snippet, bm25({table}) AS rank"
-            f" FROM {table} JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id"
-            f" WHERE {table} MATCH ?{filters} ORDER BY rank, m.id DESC LIMIT ?"
-        )
-        args = [match, *params, limit]
-    rows = await store.select(sql, tuple(args))
-    return [
-        Hit(r["session_id"], r["title"], r["cwd"], r["seq"], r["role"], " ".join(r["snippet"].split()), r["created_at"], -r["rank"])
-        for r in rows
-    ]
+    likes = " AND ".join("m.text LIKE ? ESCAPE '\\'" for _ in words)
+    sql = (
+        f"SELECT {_COLUMNS}, substr(m.text, 1, 160) AS snippet, 0.0 AS score FROM messages m"
+        f" JOIN sessions s ON s.id = m.session_id WHERE {likes}{''.join(f' AND {w}' for w in where)}"
+        " ORDER BY m.id DESC LIMIT ?"
+    )
+    return await store.select(sql, (*(_like_any(w) for w in words), *params, limit))
 
 
 def _like_prefix(text: str) -> str:

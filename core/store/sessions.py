@@ -301,21 +301,29 @@ class SessionStore:
         match = fts_query(query)
         if match is None:
             return []
+        # The index ranks and cuts the page by itself, and only that page is joined to messages
+        # and sessions. The page is a co-routine (CROSS JOIN keeps it the outer loop), so ORDER BY
+        # ... LIMIT skips snippet() for rows that cannot enter it. A session is a set of message
+        # ids the index rows are checked against (+rowid: as an index constraint FTS5 would seek
+        # once per id); a cwd is a set of session ids, checked on the message row.
         where: list[str] = ["messages_fts MATCH ?"]
         params: list[Any] = [match]
         if session_id is not None:
-            where.append("m.session_id = ?")
+            where.append("+messages_fts.rowid IN (SELECT id FROM messages WHERE session_id = ?)")
             params.append(session_id)
         if cwd is not None:
-            where.append("s.cwd = ?")
+            where.append("m.session_id IN (SELECT id FROM sessions WHERE cwd = ?)")
             params.append(str(cwd))
+        join = " CROSS JOIN messages m ON m.id = messages_fts.rowid" if cwd is not None else ""
+        page = (
+            "SELECT messages_fts.rowid AS id, bm25(messages_fts) AS bm25,"
+            f" snippet(messages_fts, 0, '[', ']', '…', {_SNIPPET_TOKENS}) AS snippet"
+            f" FROM messages_fts{join} WHERE {' AND '.join(where)} ORDER BY bm25, messages_fts.rowid DESC LIMIT ?"
+        )
         sql = (
-            "SELECT m.session_id, s.title, m.id, m.seq, m.role, m.created_at,"
-            f" snippet(messages_fts, 0, '[', ']', '…', {_SNIPPET_TOKENS}) AS snippet,"
-            " bm25(messages_fts) AS bm25"
-            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            " JOIN sessions s ON s.id = m.session_id"
-            f" WHERE {' AND '.join(where)} ORDER BY bm25, m.id DESC LIMIT ?"
+            "SELECT m.session_id, s.title, m.id, m.seq, m.role, m.created_at, hit.snippet, hit.bm25"
+            f" FROM ({page}) AS hit CROSS JOIN messages m ON m.id = hit.id CROSS JOIN sessions s ON s.id = m.session_id"
+            " ORDER BY hit.bm25, hit.id DESC"
         )
         rows = await self._fetchall(sql, (*params, limit))
         return [
@@ -437,8 +445,8 @@ class SessionStore:
 
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
         async def body(conn: aiosqlite.Connection) -> list[sqlite3.Row]:
-            async with conn.execute(sql, params) as cursor:
-                return list(await cursor.fetchall())
+            # One trip to the connection's thread (execute, fetch and close there), not three.
+            return list(await conn.execute_fetchall(sql, params))
 
         async with self._lock:
             return await db.read(self._conn, body)
