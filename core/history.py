@@ -1,7 +1,8 @@
 """Search over every stored conversation: a small query language, filters, and context around a hit.
 
 Query syntax: words (all must occur), ``"exact phrases"``, and ``prefix*``. Anything else is a
-word, never FTS5 syntax. Text in scripts written without spaces (CJK, Thai, …) is searched in
+word, never FTS5 syntax. Repeated terms count once; at most 16 different terms and 2,000
+characters (a larger query is a ValueError that says so). Text in scripts written without spaces (CJK, Thai, …) is searched in
 the trigram index (``messages_trigram``); a term shorter than three characters there falls
 back to a substring scan.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from core.messages import AssistantMessage, Message, ToolResultMessage, UserMessage, searchable_text
 from core.store import SessionStore
+from core.store.sessions import check_query_size
 
 __all__ = ["Hit", "ParsedQuery", "around", "describe", "parse_query", "search", "to_epoch"]
 
@@ -46,6 +48,7 @@ def parse_query(text: str) -> ParsedQuery | None:
     """Words, quoted phrases and ``prefix*`` terms; None when nothing is left to search."""
     terms: list[str] = []
     raw: list[str] = []
+    check_query_size(text, [])
     for phrase, word in _TOKEN.findall(text.replace("\x00", " ")):
         value = phrase if phrase else word
         prefix = bool(word) and word.endswith("*") and len(word) > 1
@@ -56,7 +59,9 @@ def parse_query(text: str) -> ParsedQuery | None:
         terms.append('"' + value.replace('"', '""') + '"' + ("*" if prefix else ""))
     if not terms:
         return None
-    return ParsedQuery(tuple(terms), tuple(raw), bool(_SPACELESS.search(text)))
+    kept = set(check_query_size(text, terms))  # repeats count once; too many terms is an error
+    pairs = [(t, r) for t, r in dict(zip(terms, raw)).items() if t in kept]
+    return ParsedQuery(tuple(t for t, _ in pairs), tuple(r for _, r in pairs), bool(_SPACELESS.search(text)))
 
 
 def to_epoch(day: str | None, *, end: bool = False) -> float | None:

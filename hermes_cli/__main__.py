@@ -152,7 +152,11 @@ async def _search(query: str, limit: int) -> int:
         print("Nothing to search yet: no sessions have been stored.")
         return 1
     async with SessionStore.open(path) as store:
-        hits = await store.search(query, limit=max(1, limit))
+        try:
+            hits = await store.search(query, limit=max(1, limit))
+        except ValueError as exc:
+            print(f"Cannot search: {exc}.", file=sys.stderr)
+            return 2
     if not hits:
         print(f"No matches for {query!r}.")
         return 1

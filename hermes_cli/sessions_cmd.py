@@ -82,15 +82,19 @@ async def _find(store, prefix: str):
 async def _search(store, args: argparse.Namespace) -> int:
     from core import history
 
-    hits = await history.search(
-        store,
-        " ".join(args.query),
-        project=str(Path(args.project).resolve()) if args.project else None,
-        since=history.to_epoch(args.since),
-        until=history.to_epoch(args.until, end=True),
-        role=args.role,
-        limit=max(1, args.limit),
-    )
+    try:
+        hits = await history.search(
+            store,
+            " ".join(args.query),
+            project=str(Path(args.project).resolve()) if args.project else None,
+            since=history.to_epoch(args.since),
+            until=history.to_epoch(args.until, end=True),
+            role=args.role,
+            limit=max(1, args.limit),
+        )
+    except ValueError as exc:
+        print(f"Cannot search: {exc}.", file=sys.stderr)
+        return 2
     if not hits:
         print("No matches.")
         return 1

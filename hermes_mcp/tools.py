@@ -18,6 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from core.store.sessions import SearchQueryError
 from hermes_mcp import approvals as approvals_mod
 from hermes_mcp import history
 from hermes_mcp.follow import MAX_WAIT, follow, resumed_task_id
@@ -262,7 +263,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         store = await runtime.store()
         try:
             page = await history.search_sessions(store, query, cwd=cwd, session_id=session_id, cursor=cursor, limit=limit)
-        except history.BadCursor as exc:
+        except (history.BadCursor, SearchQueryError) as exc:
             raise fail(exc) from None
         return result(page)
 

@@ -37,11 +37,28 @@ from core.store.records import (
     Surface,
 )
 
-__all__ = ["SessionNotFoundError", "SessionStore", "StoreOpenError", "fts_query"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_TERMS",
+    "SearchQueryError",
+    "SessionNotFoundError",
+    "SessionStore",
+    "StoreOpenError",
+    "check_query_size",
+    "fts_query",
+]
 
 T = TypeVar("T")
 
 _SNIPPET_TOKENS = 12
+
+
+MAX_QUERY_CHARS = 2_000
+MAX_QUERY_TERMS = 16
+
+
+class SearchQueryError(ValueError):
+    """A search query too large to run; the message says what to do."""
 
 
 class StoreOpenError(OSError):
@@ -499,14 +516,29 @@ class _Opening:
             await self._store.close()
 
 
+def check_query_size(text: str, terms: list[str]) -> list[str]:
+    """``terms`` without repeats (FTS5 matches words case-blind); SearchQueryError when the query
+    is longer than MAX_QUERY_CHARS or has more than MAX_QUERY_TERMS different terms (FTS5's work
+    grows with every term, so a huge query would hold a process for minutes)."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise SearchQueryError(f"the search query has {len(text):,} characters; use at most {MAX_QUERY_CHARS:,}")
+    unique = list({term.casefold(): term for term in reversed(terms)}.values())[::-1]
+    if len(unique) > MAX_QUERY_TERMS:
+        raise SearchQueryError(
+            f"the search query has {len(unique)} different terms; use at most {MAX_QUERY_TERMS} (the most distinctive words)"
+        )
+    return unique
+
+
 def fts_query(text: str) -> str | None:
     """Turn free text into an FTS5 query matching every word; None when there is nothing to search.
 
     Each whitespace-separated token becomes a quoted phrase (inner quotes doubled), so
-    ``AND``, ``NEAR(``, ``-``, ``*``, ``col:`` and stray quotes are only ever words.
+    ``AND``, ``NEAR(``, ``-``, ``*``, ``col:`` and stray quotes are only ever words. Repeated
+    words count once; a query too large raises SearchQueryError (see ``check_query_size``).
     """
     # FTS5 reads the query as a C string: a NUL would cut it inside a quoted phrase.
-    tokens = text.replace("\x00", " ").split()
+    tokens = check_query_size(text, text.replace("\x00", " ").split())
     if not tokens:
         return None
     return " ".join('"' + token.replace('"', '""') + '"' for token in tokens)

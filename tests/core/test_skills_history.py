@@ -9,6 +9,7 @@ import pytest
 from core import history, skills
 from core.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
 from core.store import SessionStore
+from core.store.sessions import fts_query
 
 
 def _skill(root, name, description, body="Do the thing.\n", extra=""):
@@ -105,6 +106,31 @@ def test_query_syntax():
     parsed = history.parse_query('deploy "blue green" migr* AND')
     assert parsed.terms == ('"deploy"', '"blue green"', '"migr"*', '"AND"')
     assert history.parse_query('  "" ') is None
+    # Repeats count once (FTS5 matches words case-blind); too large a query says what to do.
+    assert history.parse_query("error Error ERROR error").terms == ('"error"',)
+    assert fts_query("the THE the file") == '"the" "file"'
+    many = " ".join(f"word{i}" for i in range(17))
+    for parse in (history.parse_query, fts_query):
+        with pytest.raises(ValueError, match="17 different terms; use at most 16"):
+            parse(many)
+        with pytest.raises(ValueError, match="use at most 2,000"):
+            parse("x" * 2001)
+        assert parse(" ".join(["error"] * 300))  # 300 copies of one word are one term
+
+
+async def test_too_large_a_query_is_a_clear_error_on_every_surface(store, hermes_home, tmp_path):
+    import subprocess
+    import sys
+
+    await _session(store, str(tmp_path), [("user", "deploy the thing")], title="t")
+    many = " ".join(f"w{i}" for i in range(40))
+    with pytest.raises(ValueError, match="use at most 16"):
+        await history.search(store, many)
+    with pytest.raises(ValueError, match="use at most 16"):
+        await store.search(many)
+    for command in (["search", *many.split()], ["sessions", "search", *many.split()]):
+        proc = subprocess.run([sys.executable, "-m", "hermes_cli", *command], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "Cannot search: the search query has 40 different terms" in proc.stderr, proc.stderr
 
 
 async def test_search_phrases_prefix_filters_and_context(store, tmp_path):

@@ -148,7 +148,9 @@ def test_fifty_megabyte_and_over_long_lines(hermes_home):
         assert all(m.get("jsonrpc") == "2.0" for m in answers)
         assert [m["error"]["code"] for m in answers if m.get("id") is None] == [-32700]
         (result,) = [m for m in answers if m.get("id") == 4]
-        assert result["result"]["isError"] is False and "hits" in result["result"]["structuredContent"], str(result)[:500]
+        # A tool error that names the limit (the query is too long to search), not a hang.
+        assert result["result"]["isError"] is True, str(result)[:500]
+        assert "at most 2,000" in result["result"]["content"][0]["text"] and "50,000,000 characters" in result["result"]["content"][0]["text"]
         assert server.proc.poll() is None
     finally:
         code = server.close()
