@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.reference import Reference, add_option, find, ratio, spawn
+from benchmarks.reference import Reference, add_option, find, interleaved, ratio, spawn
 from hermes_cli.scripted_model import ScriptedOpenAIServer
 
 FIGURES = ("initialize_ms", "first_session_ms", "first_prompt_ms")
@@ -70,16 +70,11 @@ def main() -> int:
             "HERMES_MODEL": "openai:scripted",
         }
         theirs_env = reference.env(Path(tmp) / "reference", server.base_url) if reference else {}
-        # A first round of each warms the filesystem cache (and lets the reference seed its
-        # home); not counted.
-        one_round(command, env, project)
-        if reference:
-            one_round(reference.acp_command, theirs_env, project)
-        ours, theirs = [], []
-        for _ in range(args.rounds):
-            ours.append(one_round(command, env, project))
-            if reference:
-                theirs.append(one_round(reference.acp_command, theirs_env, project))
+        ours, theirs = interleaved(
+            args.rounds,
+            lambda: one_round(command, env, project),
+            (lambda: one_round(reference.acp_command, theirs_env, project)) if reference else None,
+        )
     result = {"benchmark": "acp_startup", "rounds": args.rounds, "machine": f"{os.cpu_count()} cores", **summary(ours)}
     if reference:
         result["reference"] = {"name": reference.name, "command": "hermes-acp", **summary(theirs)}

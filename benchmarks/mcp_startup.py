@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.reference import add_option, find, ratio
+from benchmarks.reference import add_option, find, interleaved, ratio
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -72,16 +72,11 @@ def main() -> int:
         env = {"PATH": os.environ["PATH"], "HOME": tmp, "HERMES_EDITOR_HOME": str(Path(tmp) / "home"), "HERMES_QUIET": "1"}
         slow_env = {**env, "HERMES_MCP_NO_FAST_INIT": "1"}
         theirs_env = reference.env(Path(tmp) / "reference") if reference else {}
-        # A first round of each warms the filesystem cache (and lets the reference seed its
-        # home); not counted.
-        one_round(command, env, cwd)
-        if reference:
-            one_round(reference.mcp_command, theirs_env, cwd)
-        rounds, theirs = [], []
-        for _ in range(args.rounds):
-            rounds.append(one_round(command, env, cwd))
-            if reference:
-                theirs.append(one_round(reference.mcp_command, theirs_env, cwd))
+        rounds, theirs = interleaved(
+            args.rounds,
+            lambda: one_round(command, env, cwd),
+            (lambda: one_round(reference.mcp_command, theirs_env, cwd)) if reference else None,
+        )
         slow = [one_round(command, slow_env, cwd) for _ in range(args.rounds)]
     result = {
         "benchmark": "mcp_startup",

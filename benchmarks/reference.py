@@ -108,6 +108,20 @@ def find(value: str | None) -> Reference | None:
     return Reference(venv, version)
 
 
+def interleaved(rounds: int, ours, theirs=None) -> tuple[list, list]:
+    """One uncounted round of each (it warms the filesystem cache and lets the reference seed
+    its home), then ``rounds`` of each, alternating; ``theirs`` None: ours only."""
+    ours()
+    if theirs is not None:
+        theirs()
+    mine, other = [], []
+    for _ in range(rounds):
+        mine.append(ours())
+        if theirs is not None:
+            other.append(theirs())
+    return mine, other
+
+
 def ratio(theirs: float, ours: float) -> float | None:
     """reference / ours, or None when ours is zero."""
     return round(theirs / ours, 2) if ours else None
