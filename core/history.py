@@ -48,7 +48,7 @@ def parse_query(text: str) -> ParsedQuery | None:
     """Words, quoted phrases and ``prefix*`` terms; None when nothing is left to search."""
     terms: list[str] = []
     raw: list[str] = []
-    check_query_size(text, [])
+    check_query_size(text, [])  # the length, before a huge text is tokenised
     for phrase, word in _TOKEN.findall(text.replace("\x00", " ")):
         value = phrase if phrase else word
         prefix = bool(word) and word.endswith("*") and len(word) > 1

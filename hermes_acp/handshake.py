@@ -102,16 +102,23 @@ def images_supported(config) -> bool:
     return bool(profile and profile.images)
 
 
-def model_ready(config) -> bool:
-    """True when a session can be created: a model is configured and resolves."""
-    from core.config import ConfigError
+def not_ready(config, config_error: str | None = None) -> str | None:
+    """Why a session cannot be created yet (an invalid config, no model, a model that does not
+    resolve), or None when it can."""
+    from core.config import ConfigError, config_path
 
+    if config_error:
+        return config_error
     if config is None or not config.model:
-        return False
+        return (
+            f"No model is configured. Run 'hermes-acp --setup' in a terminal, or set model in {config_path()} "
+            "(or HERMES_MODEL and a provider key such as OPENAI_API_KEY)."
+        )
     try:
-        return config.model_ref() is not None
-    except ConfigError:
-        return False
+        config.model_ref()
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _terminal_auth(capabilities: Any) -> bool | None:
@@ -194,7 +201,7 @@ class EarlyAnswers:
             return
         self.replay.append(line)
         request = _request(line, "session/new")
-        if request is None or not model_ready(config) or not _session_params_ok(request[1]):
+        if request is None or not_ready(config) is not None or not _session_params_ok(request[1]):
             return
         from hermes_acp.options import SessionChoices
 

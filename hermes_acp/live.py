@@ -7,10 +7,9 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.version import version
 from hermes_acp.options import SessionChoices
 
-__all__ = ["LiveSession", "cost_text", "iso", "mcp_spec", "version_string"]
+__all__ = ["LiveSession", "cost_text", "iso", "mcp_spec"]
 
 
 @dataclass(slots=True)
@@ -53,10 +52,3 @@ def cost_text(session) -> str:
     ]
     lines.append(f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd is not None else "Cost: not reported by this provider")
     return "\n".join(lines)
-
-
-
-def version_string() -> str:
-    return version()
-
-

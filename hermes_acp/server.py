@@ -13,7 +13,7 @@ from core.config import Config, ConfigError, config_path, load_config
 from core.events import PermissionNeeded, TurnEnded
 from core.messages import UserMessage
 from hermes_acp.commands import parse_command
-from hermes_acp.handshake import RELOAD_METHOD, SETUP_METHOD, images_supported, initialize_result, new_session_result
+from hermes_acp.handshake import RELOAD_METHOD, SETUP_METHOD, images_supported, initialize_result, new_session_result, not_ready
 from hermes_acp.live import LiveSession, iso
 from hermes_acp.options import DEFAULT_THOUGHT, SessionChoices, mode_state, thought_levels
 from hermes_acp.replay import replay_updates
@@ -86,18 +86,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
             self._redactor.add(self._config.secrets)
 
     def _ready_error(self) -> str | None:
-        if self._config_error:
-            return self._config_error
-        if self._config is None or not self._config.model:
-            return (
-                f"No model is configured. Run 'hermes-acp --setup' in a terminal, or set model in {config_path()} "
-                "(or HERMES_MODEL and a provider key such as OPENAI_API_KEY)."
-            )
-        try:
-            self._config.model_ref()
-        except ConfigError as exc:
-            return str(exc)
-        return None
+        return not_ready(self._config, self._config_error)
 
     async def _core(self):
         """The agent core, built once a model is configured (heavy imports happen here)."""
