@@ -79,7 +79,7 @@ class RemoteApprovals:
                 lines.append(f"```\n{str(detail['command'])[:1500]}\n```")
             lines.append(f"(waiting {int(age)}s; the first answer, here or in the editor, wins)")
             buttons = [InlineKeyboardButton("Allow", callback_data=f"rp|{row.id}|o")]
-            if detail.get("offer_always"):
+            if row.offers_always:
                 buttons.append(InlineKeyboardButton("Always allow", callback_data=f"rp|{row.id}|a"))
             buttons.append(InlineKeyboardButton("Deny", callback_data=f"rp|{row.id}|d"))
             keyboard = InlineKeyboardMarkup([buttons])
@@ -106,7 +106,7 @@ class RemoteApprovals:
         always = choice == "a"
         if always:
             row = await gateway.store.get_approval(approval_id)
-            if row is None or not (row.detail or {}).get("offer_always"):
+            if row is None or not row.offers_always:
                 await query.answer("This action asks every time; choose Allow or Deny.", show_alert=True)
                 return
         won = await gateway.store.resolve_approval(approval_id, "allowed" if allowed else "denied", f"telegram:{owner}", always=always)

@@ -60,17 +60,8 @@ class AllowOnce(BaseModel):
     decision: Literal["allow", "deny"] = Field(title="Your answer", description="allow or deny this action")
 
 
-def offers_always(request: Any) -> bool:
-    return bool(getattr(request, "offer_always", True))
-
-
-def row_offers_always(row: Any) -> bool:
-    """Whether a question asked in another process offers "always" (older rows do not say: no)."""
-    return bool((row.detail or {}).get("offer_always", False))
-
-
 def elicitation_schema(request: ApprovalRequest) -> type[BaseModel]:
-    return AllowOrAlways if offers_always(request) else AllowOnce
+    return AllowOrAlways if request.offer_always else AllowOnce
 
 
 def _diff_preview(request: Any, session: Any) -> str | None:
@@ -97,7 +88,7 @@ def request_view(request: ApprovalRequest, session: Any, *, task_id: str | None 
         cwd=str(session.cwd) if session is not None else None,
         surface="mcp",
         task_id=task_id,
-        can_always=offers_always(request),
+        can_always=request.offer_always,
     )
 
 
@@ -159,7 +150,7 @@ async def list_approvals(runtime: Runtime, session_id: str | None = None) -> lis
                 session_title=record.title if record else None,
                 cwd=record.cwd if record else None,
                 surface=record.surface if record else None,
-                can_always=row_offers_always(row),
+                can_always=row.offers_always,
                 created_at=iso(row.created_at),
             )
         )
@@ -175,7 +166,7 @@ async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> App
     local = _local_requests(runtime)
     request = local.get(approval_id)
     if request is not None:
-        if decision.endswith("_always") and not offers_always(request):
+        if decision.endswith("_always") and not request.offer_always:
             raise ApprovalChoice("this action asks every time; answer 'allow' or 'deny'")
         agent = runtime.agent_if_built
         assert agent is not None
@@ -190,7 +181,7 @@ async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> App
     if row.status != "pending":
         return await _already(runtime, approval_id)
     always = decision.endswith("_always")
-    if always and not row_offers_always(row):
+    if always and not row.offers_always:
         raise ApprovalChoice("this action asks every time; answer 'allow' or 'deny'")
     allowed = decision.startswith("allow")
     won = await store.resolve_approval(approval_id, "allowed" if allowed else "denied", "mcp", always=always)

@@ -120,6 +120,11 @@ class ApprovalRecord:
     decided_at: float | None
     always: bool = False  # the answer was "always allow" / "always reject"
 
+    @property
+    def offers_always(self) -> bool:
+        """Whether the question may be answered "always" (older rows do not say: no)."""
+        return bool((self.detail or {}).get("offer_always", False))
+
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> ApprovalRecord:
         return cls(
