@@ -150,11 +150,6 @@ def _request(line: bytes, method: str) -> tuple[int | str, dict[str, Any]] | Non
     return request_id, params
 
 
-def _line(request_id: int | str, result: dict[str, Any]) -> bytes:
-    response = {"jsonrpc": "2.0", "id": request_id, "result": result}
-    return json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-
-
 @dataclass
 class EarlyAnswers:
     """Reads the first requests from stdin and answers ``initialize`` and ``session/new``.
@@ -169,7 +164,7 @@ class EarlyAnswers:
     config: Any  # Callable[[], Config | None]
     replay: list[bytes] = field(default_factory=list)
     rest: bytes = b""
-    answered: dict[int | str, bytes] = field(default_factory=dict)  # request id -> the answer line
+    answered: dict[int | str, dict[str, Any]] = field(default_factory=dict)  # request id -> the result sent
     session_ids: list[str] = field(default_factory=list)  # ids given out for session/new
     eof: bool = False
 
@@ -189,12 +184,10 @@ class EarlyAnswers:
         from core.config import config_path
 
         config = self.config()
-        answer = _line(
+        self._answer(
             request_id,
             initialize_result(protocol_version, terminal_auth=terminal_auth, images=images_supported(config), config_file=config_path()),
         )
-        self._write(answer)
-        self.answered[request_id] = answer
 
         line = self._read_line()
         if line is None:
@@ -206,10 +199,15 @@ class EarlyAnswers:
         from hermes_acp.options import SessionChoices
 
         session_id = uuid.uuid4().hex
-        answer = _line(request[0], new_session_result(session_id, config, SessionChoices(model=config.model_ref().label)))
-        self._write(answer)
-        self.answered[request[0]] = answer
+        self._answer(request[0], new_session_result(session_id, config, SessionChoices(model=config.model_ref().label)))
         self.session_ids.append(session_id)
+
+    def _answer(self, request_id: int | str, result: dict[str, Any]) -> None:
+        response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        view = memoryview(json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        while view:
+            view = view[os.write(self.write_fd, view) :]
+        self.answered[request_id] = result
 
     def _read_line(self) -> bytes | None:
         while b"\n" not in self.rest:
@@ -223,10 +221,6 @@ class EarlyAnswers:
         line, self.rest = self.rest.split(b"\n", 1)
         return line + b"\n"
 
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.write_fd, view) :]
 
 
 def _session_params_ok(params: dict[str, Any]) -> bool:

@@ -32,11 +32,11 @@ class StdioTransport:
         *,
         replay: list[bytes] | None = None,
         rest: bytes = b"",
-        answered: dict[Any, bytes] | None = None,
+        answered: dict[Any, dict[str, Any]] | None = None,
     ) -> None:
         """``replay`` and ``rest`` are what was read from ``read_fd`` before (whole lines, then
         the bytes after them); ``answered`` maps the ids of requests among them that were already
-        answered (by ``hermes_acp.handshake``) to those answers. The SDK's own answers to them are
+        answered (by ``hermes_acp.handshake``) to the results sent. The SDK's own answers to them are
         not sent again, and other requests wait until the SDK has handled them."""
         self._read_fd = read_fd
         self._write_fd = write_fd
@@ -102,11 +102,11 @@ class StdioTransport:
 
     def _settle(self, message: dict[str, Any]) -> None:
         """The SDK's answer to a request answered early: already on the wire, so not sent."""
-        early = json.loads(self._answered.pop(message["id"]))
+        early = self._answered.pop(message["id"])
         if "result" not in message:
             log.error("request %r was answered early, but handling it failed: %s", message["id"], message.get("error"))
-        elif message["result"] != early["result"]:
-            log.error("request %r was answered early with %s, but the server answers %s", message["id"], early["result"], message["result"])
+        elif message["result"] != early:
+            log.error("request %r was answered early with %s, but the server answers %s", message["id"], early, message["result"])
         self._answer_sent(message)
         if not self._answered and self._settled is not None:
             self._settled.set()
