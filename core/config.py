@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from core.learning_config import LearningSettings
 
@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "CronConfig",
     "GatewayConfig",
+    "McpConfig",
     "TelegramConfig",
     "ModelRef",
     "ProviderConfig",
@@ -176,6 +177,22 @@ class CronConfig(_Strict):
     run_timeout: float = Field(default=1800.0, gt=0)
 
 
+class McpConfig(_Strict):
+    """``[mcp]``: where MCP clients may start tasks besides the folders they share as roots."""
+
+    projects: list[str] = Field(
+        default_factory=list, description="absolute project folders (~ allowed); never /, the home directory or above it"
+    )
+
+    @field_validator("projects")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not Path(path).expanduser().is_absolute():
+                raise ValueError(f"{path!r} is not an absolute path")
+        return paths
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -189,6 +206,7 @@ class Config(_Strict):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     def profile(self, spec: str | None = None) -> ProviderProfile | None:
         """The quirk profile of a model's provider; None when no model resolves."""
@@ -217,6 +235,9 @@ class Config(_Strict):
         for secret in (self.telegram.token, self.telegram.webhook_secret):
             if secret is not None:
                 found.append(secret.get_secret_value())
+        from core.tokens import mcp_token_values
+
+        found.extend(mcp_token_values())
         return found
 
 
