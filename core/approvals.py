@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import fnmatch
 import logging
 import os
 import shlex
@@ -18,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from core.command_rules import assess
+from core.command_rules import Assessment, assess
 from core.messages import FileDiff
+from core.paths import is_protected_path, is_secret_path, protected_reason
+from core.sandbox import Grants
 
 if TYPE_CHECKING:
     from core.store import SessionStore
@@ -35,6 +36,7 @@ __all__ = [
     "Verdict",
     "command_program",
     "hard_refused",
+    "is_protected_path",
     "is_secret_path",
     "within",
 ]
@@ -66,6 +68,8 @@ class Action:
     read_only: bool
     paths: tuple[Path, ...] = ()
     command: str | None = None
+    # What the call itself asks for beyond the sandbox (run_command's network, write_paths, sandbox).
+    wants: Grants = Grants()
 
 
 @dataclass(slots=True)
@@ -89,49 +93,14 @@ class ApprovalRequest:
 
 
 class Ruling(NamedTuple):
-    """The policy's answer for one action."""
+    """The policy's answer for one action; for commands, what the sandbox must add to run it."""
 
     verdict: Verdict
     reason: str
     offer_always: bool = True
-
-
-# Secrets always ask, whatever the mode or rules.
-_SECRET_PATTERNS = (
-    ".env",
-    ".env.*",
-    ".envrc",
-    "*.pem",
-    "*.key",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ed25519*",
-    "id_ecdsa*",
-    "*.p12",
-    "*.pfx",
-    "*.keystore",
-    "*.jks",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".my.cnf",
-    ".htpasswd",
-    ".git-credentials",
-    "credentials*",
-    "*secret*",
-)
-_NOT_SECRETS = {".env.example", ".env.sample", ".env.template", ".env.dist"}
-# .git holds the repository itself (hooks run code; config can hold tokens).
-_SECRET_DIRS = {".ssh", ".gnupg", ".aws", ".kube", ".docker", "gcloud", ".git"}
-
-
-def is_secret_path(path: Path) -> bool:
-    """True for files that commonly hold credentials (.env, keys, ~/.ssh, .git internals ...)."""
-    if any(part in _SECRET_DIRS for part in path.parts):
-        return True
-    name = path.name.lower()
-    return any(fnmatch.fnmatch(name, pattern) for pattern in _SECRET_PATTERNS) and name not in _NOT_SECRETS
+    grants: Grants = Grants()
+    # Something to tell the user once per session (no sandbox on this machine, say).
+    notice: str = ""
 
 
 def within(path: Path, roots: list[Path]) -> bool:
@@ -161,15 +130,30 @@ def hard_refused(command: str, cwd: Path | None = None) -> str | None:
     return verdict.reason if verdict.level == "hard" else None
 
 
+def _sandbox_active() -> tuple[bool, str]:
+    from core.sandbox import status
+
+    found = status()
+    return found.active, found.detail
+
+
 @dataclass(slots=True)
 class ApprovalPolicy:
-    """Decides, for one action in one session: allow, ask, or refuse (with the reason)."""
+    """Decides, for one action in one session: allow, ask, or refuse (with the reason).
+
+    Commands that a mode lets run without a question run inside the OS sandbox; the policy only
+    says what the sandbox must add (``Ruling.grants``) and asks for exactly that.
+    """
 
     mode: Mode = "ask"
     roots: list[Path] = field(default_factory=list)
     # (tool, pattern, decision) remembered for this project.
     rules: list[tuple[str, str, str]] = field(default_factory=list)
     home: Path | None = None  # for telling rm -rf ~ apart; the user's home when None
+    # Whether commands run in an OS sandbox here; None: probe this machine once.
+    sandbox: bool | None = None
+    sandbox_detail: str = ""
+    said: set[str] = field(default_factory=set)  # notices already given in this session
 
     def decide(self, action: Action) -> tuple[Verdict, str]:
         """The verdict and its reason (see ``ruling`` for whether "always" may be offered)."""
@@ -192,6 +176,8 @@ class ApprovalPolicy:
             return Ruling("ask", f"{outside[0]} is outside the project", False)
         if action.read_only:
             return Ruling("allow", "reads inside the project are allowed")
+        if reason := next((r for p in action.paths if (r := protected_reason(p))), None):
+            return Ruling("ask", reason, False)
         rule = self._matching_rule(action)
         if rule == "deny":
             return Ruling("refuse", "you chose to always reject this")
@@ -203,6 +189,13 @@ class ApprovalPolicy:
             return Ruling("allow", "accept-edits mode")
         return Ruling("ask", "changes need your approval")
 
+    @property
+    def sandboxed(self) -> bool:
+        """Whether commands run in the OS sandbox (probed on first use)."""
+        if self.sandbox is None:
+            self.sandbox, self.sandbox_detail = _sandbox_active()
+        return self.sandbox
+
     def _command(self, action: Action) -> Ruling:
         assert action.command is not None
         cwd = action.paths[0] if action.paths else (self.roots[0] if self.roots else Path.cwd())
@@ -211,31 +204,81 @@ class ApprovalPolicy:
             return Ruling("refuse", f"{found.reason}; such commands are never run", False)
         if self.mode == "read-only":
             return Ruling("refuse", "the session is in read-only mode; switch mode to run commands", False)
-        if found.level == "dangerous":
-            return Ruling("ask", found.reason, False)
-        if secrets := [p for p in (*found.reads, *found.writes) if is_secret_path(p)]:
-            return Ruling("ask", f"it touches {secrets[0]}, which may hold secrets", False)
-        if outside := [p for p in found.writes if not within(p, self.roots)]:
-            return Ruling("ask", f"it writes outside the project ({outside[0]})", False)
-        if not within(cwd, self.roots):
-            return Ruling("ask", f"it runs outside the project ({cwd})", False)
-        needed = found.keys or found.all_keys
+        home = Path(os.path.realpath(self.home or Path.home()))
+        grants, needs = self._grants(action, found, cwd)
+        asks_every_time = self._asks_every_time(action, found, cwd, home, grants)
+        if asks_every_time:
+            return Ruling("ask", asks_every_time, False, grants)
         rules = [(pattern, decision) for tool, pattern, decision in self.rules if tool == action.tool]
-        if any(decision == "deny" and _covers(pattern, key) for pattern, decision in rules for key in found.all_keys):
-            return Ruling("refuse", "you chose to always reject this command")
-        if needed and all(any(d == "allow" and _covers(p, key) for p, d in rules) for key in needed):
-            return Ruling("allow", "you chose to always allow this command")
-        if found.level == "safe" and self.mode in ("accept-edits", "auto"):
-            return Ruling("allow", "it only reads or runs the project's checks")
-        if self.mode == "auto":
-            return Ruling("allow", "auto mode")
-        return Ruling("ask", f"commands need your approval ({found.reason})")
+        keys = self._rule_keys(found, grants)
+        if any(decision == "deny" and _covers(pattern, key) for pattern, decision in rules for key in keys[1]):
+            return Ruling("refuse", "you chose to always reject this command", grants=grants)
+        if keys[0] and all(any(d == "allow" and _covers(p, key) for p, d in rules) for key in keys[0]):
+            return Ruling("allow", "you chose to always allow this command", grants=grants)
+        if needs:
+            return Ruling("ask", f"it needs {needs} ({found.reason})", True, grants)
+        if self.mode == "ask":
+            return Ruling("ask", f"commands need your approval ({found.reason})", grants=grants)
+        if self.sandboxed:
+            return Ruling("allow", f"{self.mode} mode: it runs in the sandbox (project writable, no network)", grants=grants)
+        if found.level == "safe":
+            return Ruling("allow", "it only reads", grants=grants)
+        notice = (
+            f"No sandbox is active ({self.sandbox_detail or 'none found'}): in {self.mode} mode every command "
+            "that does more than read asks first."
+        )
+        return Ruling("ask", f"there is no sandbox to run it in, and {found.reason}", grants=grants, notice=notice)
+
+    def _grants(self, action: Action, found: Assessment, cwd: Path) -> tuple[Grants, str]:
+        """What the sandbox must add for this command, and those needs in words ("" for none)."""
+        network = getattr(found, "network", False) or action.wants.network
+        writable = [p for p in found.writes if not within(p, self.roots)]
+        writable += [p for p in action.wants.writable if p not in writable]
+        protected = [p for p in found.writes if within(p, self.roots) and is_protected_path(p)]
+        if _changes_repository(found):
+            protected += [d for d in _git_dirs(cwd, self.roots) if d not in protected]
+        writable += [p for p in protected if p not in writable]
+        grants = Grants(network=network, writable=tuple(writable), unconfined=action.wants.unconfined)
+        needs = []
+        if network:
+            needs.append("the network")
+        if protected:
+            needs.append("to write " + ", ".join(str(p) for p in protected[:3]))
+        return grants, " and ".join(needs)
+
+    def _asks_every_time(self, action: Action, found: Assessment, cwd: Path, home: Path, grants: Grants) -> str:
+        """Why this command asks in every mode with "always" never offered, or ""."""
+        if found.level == "dangerous":
+            return found.reason
+        if secrets := [p for p in (*found.reads, *found.writes) if is_secret_path(p) and not _is_repo_dir_grant(p, grants, self.roots)]:
+            return f"it touches {secrets[0]}, which may hold secrets"
+        if outside := [p for p in found.writes if not within(p, self.roots)]:
+            return f"it writes outside the project ({outside[0]})"
+        if outside := [p for p in found.reads if not within(p, self.roots) and _private_read(p, home)]:
+            return f"it reads outside the project ({outside[0]})"
+        if action.wants.writable:
+            return "it asks to write " + ", ".join(str(p) for p in action.wants.writable[:3])
+        if not within(cwd, self.roots):
+            return f"it runs outside the project ({cwd})"
+        if action.wants.unconfined:
+            return "it asks to run outside the sandbox, with full access to this machine"
+        return ""
+
+    def _rule_keys(self, found: Assessment, grants: Grants) -> tuple[list[str], list[str]]:
+        """Keys an "always" rule must cover (needed, every command): ``net:`` ones when it needs the network."""
+        needed = list(found.keys or found.all_keys)
+        every = list(found.all_keys)
+        if grants.network:
+            needed = [f"net:{k}" for k in needed]
+        return needed, every
 
     def rule_key(self, action: Action) -> tuple[str, str]:
         """What an 'always' answer remembers: the tool, and for commands the program (and subcommand)."""
         if action.command is not None:
-            found = assess(action.command, action.paths[0] if action.paths else Path.cwd(), self.roots, self.home)
-            keys = found.keys or found.all_keys
+            cwd = action.paths[0] if action.paths else Path.cwd()
+            found = assess(action.command, cwd, self.roots, self.home)
+            grants, _ = self._grants(action, found, cwd)
+            keys = self._rule_keys(found, grants)[0]
             return action.tool, keys[0] if keys else "*"
         return action.tool, "*"
 
@@ -245,6 +288,33 @@ class ApprovalPolicy:
             if rule_tool == tool and (rule_pattern == "*" or rule_pattern == pattern):
                 return decision
         return None
+
+
+def _changes_repository(found: Assessment) -> bool:
+    """Whether the line runs git in a way that writes the repository (commit, add, checkout ...)."""
+    return any(key == "git" or key.startswith("git ") for key in found.keys)
+
+
+def _git_dirs(cwd: Path, roots: list[Path]) -> list[Path]:
+    """The ``.git`` of the repository ``cwd`` is in, when it lies in the roots."""
+    for directory in (cwd, *cwd.parents):
+        candidate = directory / ".git"
+        if os.path.lexists(candidate):
+            return [Path(os.path.realpath(candidate))] if within(directory, roots) else []
+        if not within(directory, roots):
+            break
+    return []
+
+
+def _is_repo_dir_grant(path: Path, grants: Grants, roots: list[Path]) -> bool:
+    """A path inside the project's own ``.git`` that this command is granted to write (git commit)."""
+    return within(path, roots) and any(g.name.lower() == ".git" and within(path, [g]) for g in grants.writable)
+
+
+def _private_read(path: Path, home: Path) -> bool:
+    """Reads that ask: the user's files outside the project (home, its ancestors, other users'
+    homes), not the system's (``/usr``, ``/etc/os-release``)."""
+    return path == Path("/") or path in home.parents or path == home or home in path.parents or str(path).startswith(("/home/", "/Users/", "/root"))
 
 
 def _covers(pattern: str, key: str) -> bool:

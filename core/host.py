@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import itertools
 import os
+import shutil
 import signal
+import sys
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from core.events import ToolContent
+from core.sandbox import Confinement, command_argv, command_environment
 
 __all__ = [
     "BackgroundCommand",
@@ -34,6 +39,7 @@ __all__ = [
     "binary_kind",
     "child_environment",
     "decode_text",
+    "die_with_parent",
     "encode_text",
     "next_job_id",
     "read_text_file",
@@ -112,10 +118,14 @@ class Host(Protocol):
     async def move(self, source: Path, target: Path) -> None: ...
 
     async def run_command(
-        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit
-    ) -> CommandResult: ...
+        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit, confinement: Confinement | None = None
+    ) -> CommandResult:
+        """Run ``command``; inside the sandbox ``confinement`` describes when there is one."""
+        ...
 
-    async def start_command(self, command: str, cwd: Path, *, output_limit: int, show: Emit) -> BackgroundCommand: ...
+    async def start_command(
+        self, command: str, cwd: Path, *, output_limit: int, show: Emit, confinement: Confinement | None = None
+    ) -> BackgroundCommand: ...
 
     async def aclose(self) -> None: ...
 
@@ -247,6 +257,41 @@ def _end_background_groups() -> None:
         _signal_group(pgid, signal.SIGTERM)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child before exec: be killed when this process dies, however it dies (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+
+
+def _end_on_termination() -> None:
+    """On SIGTERM or SIGHUP, stop every command group we started, then die as the signal says.
+
+    Only where nobody else handles the signal (the gateway stops gracefully by itself)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_DFL:
+            continue
+
+        def end(signum: int, _frame: object) -> None:
+            _end_background_groups()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+        signal.signal(sig, end)
+
+
+_exit_handlers = False
+
+
 class OutputCapture:
     """Keeps the first and last ``limit / 2`` bytes of a stream; says how much was cut between."""
 
@@ -284,6 +329,17 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _wrapped_code(proc: asyncio.subprocess.Process) -> int | None:
+    """The command's own exit code: a sandbox reports a signal that killed it as 128 + N."""
+    code = proc.returncode
+    if code is not None and getattr(proc, "wrapped", False) and 128 < code < 128 + signal.NSIG:
+        try:
+            return -signal.Signals(code - 128)
+        except ValueError:
+            return code
+    return code
 
 
 def _result(code: int | None, output: str, *, omitted: int = 0, timed_out: bool = False) -> CommandResult:
@@ -343,7 +399,7 @@ class _LocalJob:
         text = self._take()
         if not self._pump.done():
             return text, None
-        return text, _result(self._proc.returncode, text)
+        return text, _result(_wrapped_code(self._proc), text)
 
     async def stop(self) -> CommandResult:
         if not self._pump.done():
@@ -355,7 +411,7 @@ class _LocalJob:
                 await self._pump
         _LIVE_GROUPS.discard(self._proc.pid)
         text = self._take()
-        return _result(self._proc.returncode, text)
+        return _result(_wrapped_code(self._proc), text)
 
 
 class LocalHost:
@@ -364,6 +420,19 @@ class LocalHost:
     def __init__(self, secrets: list[str] | None = None) -> None:
         self._secrets = secrets or []
         self.jobs: dict[str, BackgroundCommand] = {}
+        self._temp: str | None = None  # the session's private /tmp inside the sandbox
+
+    def command_argv(self, command: str, cwd: Path, confinement: Confinement | None) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that run ``command`` (inside the sandbox when confined)."""
+        env = child_environment(self._secrets)
+        if confinement is None:
+            return ["/bin/sh", "-c", command], env
+        if confinement.temp is None:
+            if self._temp is None or not os.path.isdir(self._temp):
+                self._temp = tempfile.mkdtemp(prefix="hermes-tmp-")
+            confinement = dataclasses.replace(confinement, temp=Path(self._temp))
+        argv = command_argv(command, cwd, confinement, command_environment(env))
+        return argv, env
 
     async def read_text(self, path: Path) -> str:
         return (await self.read_file(path)).text
@@ -386,21 +455,29 @@ class LocalHost:
 
         await asyncio.to_thread(move)
 
-    async def _spawn(self, command: str, cwd: Path) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_shell(
-            command,
+    async def _spawn(self, command: str, cwd: Path, confinement: Confinement | None) -> asyncio.subprocess.Process:
+        global _exit_handlers
+        if not _exit_handlers:
+            _exit_handlers = True
+            _end_on_termination()
+        argv, env = self.command_argv(command, cwd, confinement)
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
             cwd=str(cwd),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=child_environment(self._secrets),
+            env=env,
             start_new_session=True,  # its own process group, so stop and cancel reach all of it
+            preexec_fn=die_with_parent,
         )
+        proc.wrapped = argv[0] != "/bin/sh"  # type: ignore[attr-defined]
+        return proc
 
     async def run_command(
-        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit
+        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit, confinement: Confinement | None = None
     ) -> CommandResult:
-        proc = await self._spawn(command, cwd)
+        proc = await self._spawn(command, cwd, confinement)
         capture = OutputCapture(output_limit)
 
         async def pump() -> None:
@@ -424,10 +501,12 @@ class LocalHost:
         except BaseException:
             _signal_group(proc.pid, signal.SIGKILL)
             raise
-        return _result(proc.returncode, capture.text(), omitted=capture.omitted, timed_out=timed_out)
+        return _result(_wrapped_code(proc), capture.text(), omitted=capture.omitted, timed_out=timed_out)
 
-    async def start_command(self, command: str, cwd: Path, *, output_limit: int, show: Emit) -> BackgroundCommand:
-        proc = await self._spawn(command, cwd)
+    async def start_command(
+        self, command: str, cwd: Path, *, output_limit: int, show: Emit, confinement: Confinement | None = None
+    ) -> BackgroundCommand:
+        proc = await self._spawn(command, cwd, confinement)
         job = _LocalJob(next_job_id(), command, proc, output_limit)
         self.jobs[job.id] = job
         return job
@@ -436,3 +515,6 @@ class LocalHost:
         """Stop every background command still running."""
         jobs, self.jobs = list(self.jobs.values()), {}
         await asyncio.gather(*(job.stop() for job in jobs), return_exceptions=True)
+        if self._temp is not None:
+            await asyncio.to_thread(shutil.rmtree, self._temp, True)
+            self._temp = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import shutil
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -13,12 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision
+from core.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
 from core.checkpoints import Checkpoints
-from core.events import DiffContent, Event, Location, PermissionNeeded, ToolContent, ToolKind, ToolUpdated
+from core.events import DiffContent, Event, Location, Notice, PermissionNeeded, ToolContent, ToolKind, ToolUpdated
 from core.host import BinaryFileError, Host, TextFile, encode_text
 from core.messages import FileDiff, ToolCallPart, ToolResultMessage
 from core.models.base import ToolSpec
+from core.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 
 __all__ = [
     "FileChange",
@@ -243,6 +245,7 @@ class ToolContext:
     summarize: Callable[[str], Awaitable[str]] | None = None
     _approved: set[Path] = field(default_factory=set)
     _command_approved: str | None = None
+    _confinement: Confinement | None = None
     _running: bool = False
 
     def __post_init__(self) -> None:
@@ -290,11 +293,14 @@ class ToolContext:
         await self._gate(Action(self._name, self._kind, False, touched), title=title, diffs=diffs)
         self._approved.update(touched)
 
-    async def approve_command(self, command: str, cwd: Path) -> None:
-        """Ask before running ``command``; raises ToolRejected on no."""
-        action = Action(self._name, "execute", False, (cwd,), command)
-        await self._gate(action, title=f"Run `{command}`", command=command)
+    async def approve_command(self, command: str, cwd: Path, wants: Grants = Grants()) -> Grants:
+        """Ask before running ``command`` (and for what it ``wants`` beyond the sandbox); raises
+        ToolRejected on no. Returns what the sandbox adds for it."""
+        action = Action(self._name, "execute", False, (cwd,), command, wants)
+        ruling = await self._gate(action, title=f"Run `{command}`", command=command)
         self._command_approved = command
+        self._confinement = Confinement(tuple(self.roots), ruling.grants)
+        return ruling.grants
 
     async def approve_call(self, title: str, *, detail: str = "") -> None:
         """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say)."""
@@ -398,16 +404,27 @@ class ToolContext:
         await self.host.write_text(path, content, encoding=encoding)
 
     async def run_command(self, command: str, cwd: Path, *, timeout: float, output_limit: int):
-        """Run an approved command through the host (the editor's terminal when it has one)."""
+        """Run an approved command through the host (the editor's terminal when it has one),
+        inside the sandbox with what its approval granted. Returns the result and a note on
+        protected paths it created, which are removed ("" when none)."""
         if self._command_approved != command:
             raise ToolError("internal error: command run without approval")
-        return await self.host.run_command(command, cwd, timeout=timeout, output_limit=output_limit, show=self.show)
+        confinement = self._confinement
+        audit = confinement is not None and self.policy.sandboxed and not confinement.grants.unconfined
+        before = await asyncio.to_thread(protected_entries, self.roots) if audit else []
+        result = await self.host.run_command(
+            command, cwd, timeout=timeout, output_limit=output_limit, show=self.show, confinement=confinement
+        )
+        note = await asyncio.to_thread(_remove_new_protected, self.roots, before, confinement) if audit else ""
+        return result, note
 
     async def start_command(self, command: str, cwd: Path, *, output_limit: int):
         """Start an approved command in the background; it keeps running after the call."""
         if self._command_approved != command:
             raise ToolError("internal error: command started without approval")
-        return await self.host.start_command(command, cwd, output_limit=output_limit, show=self.show)
+        return await self.host.start_command(
+            command, cwd, output_limit=output_limit, show=self.show, confinement=self._confinement
+        )
 
     @property
     def _name(self) -> str:
@@ -425,10 +442,14 @@ class ToolContext:
         diffs: list[FileDiff] | None = None,
         command: str | None = None,
         detail: str = "",
-    ) -> None:
+    ) -> Ruling:
         ruling = self.policy.ruling(action)
+        if ruling.notice and ruling.notice not in self.policy.said:
+            self.policy.said.add(ruling.notice)
+            await self.emit(Notice(ruling.notice, "warning"))
         if ruling.verdict == "allow":
-            return await self._mark_running()
+            await self._mark_running()
+            return ruling
         if ruling.verdict == "refuse":
             raise ToolRejected(f"Not allowed: {ruling.reason}.")
         request = await self.broker.open(
@@ -462,12 +483,35 @@ class ToolContext:
                 "ask the user what they would like instead, or try a different approach."
             )
         await self._mark_running()
+        return ruling
 
     async def _mark_running(self) -> None:
         """Pending (awaiting approval) becomes in progress once the call may go ahead."""
         if not self._running:
             self._running = True
             await self.emit(ToolUpdated(self.call_id))
+
+
+def _remove_new_protected(roots: list[Path], before: list[Path], confinement: Confinement | None) -> str:
+    """Protected paths a sandboxed command created (it could not write existing ones) are
+    removed: they would make git, the editor or CI run code that nobody approved."""
+    granted = confinement.grants.writable if confinement else ()
+    created = [p for p in new_protected_paths(roots, before) if not any(p == g or g in p.parents for g in granted)]
+    for path in created:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            log.warning("could not remove %s, created by a sandboxed command", path)
+    if not created:
+        return ""
+    names = ", ".join(str(p) for p in created)
+    return (
+        f"\n[{names} was created by this command and removed: such paths make git, the editor or CI run code. "
+        "To create it, run the command again with write_paths naming it; the user will be asked.]"
+    )
 
 
 def _check_encodable(path: Path, text: str, encoding: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.events import TerminalContent
+from core.sandbox import Confinement
 from core.host import (
     SECRET_ENV_VARS,
     BackgroundCommand,
@@ -88,25 +89,29 @@ class AcpHost:
 
     # --- commands ----------------------------------------------------------------------
 
-    async def _create_terminal(self, command: str, cwd: Path, output_limit: int) -> str:
+    async def _create_terminal(self, command: str, cwd: Path, output_limit: int, confinement: Confinement | None) -> str:
         from acp.schema import EnvVariable
 
-        # The editor's terminal has the editor's environment: blank our credentials in it.
+        # The editor's terminal has the editor's environment: blank our credentials in it (a
+        # sandboxed command gets a clean environment inside the sandbox as well).
         env = [EnvVariable(name=name, value="") for name in SECRET_ENV_VARS if name in os.environ]
         env += [EnvVariable(name="PAGER", value="cat"), EnvVariable(name="GIT_PAGER", value="cat")]
+        argv, _ = self._local.command_argv(command, cwd, confinement)
         created = await self._conn.create_terminal(
-            session_id=self._session_id, command="/bin/sh", args=["-c", command], cwd=str(cwd), env=env, output_byte_limit=output_limit
+            session_id=self._session_id, command=argv[0], args=argv[1:], cwd=str(cwd), env=env, output_byte_limit=output_limit
         )
         return created.terminal_id
 
     async def run_command(
-        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit
+        self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit, confinement: Confinement | None = None
     ) -> CommandResult:
         if not self.terminal_via_client:
-            return await self._local.run_command(command, cwd, timeout=timeout, output_limit=output_limit, show=show)
+            return await self._local.run_command(
+                command, cwd, timeout=timeout, output_limit=output_limit, show=show, confinement=confinement
+            )
         conn, sid = self._conn, self._session_id
         keep = max(output_limit, TERMINAL_KEEP)
-        terminal_id = await self._create_terminal(command, cwd, keep)
+        terminal_id = await self._create_terminal(command, cwd, keep, confinement)
         timed_out = False
         head = ""
 
@@ -158,12 +163,14 @@ class AcpHost:
             omitted=omitted,
         )
 
-    async def start_command(self, command: str, cwd: Path, *, output_limit: int, show: Emit) -> BackgroundCommand:
+    async def start_command(
+        self, command: str, cwd: Path, *, output_limit: int, show: Emit, confinement: Confinement | None = None
+    ) -> BackgroundCommand:
         if not self.terminal_via_client:
-            job = await self._local.start_command(command, cwd, output_limit=output_limit, show=show)
+            job = await self._local.start_command(command, cwd, output_limit=output_limit, show=show, confinement=confinement)
             self._local.jobs.pop(job.id, None)
         else:
-            terminal_id = await self._create_terminal(command, cwd, output_limit)
+            terminal_id = await self._create_terminal(command, cwd, output_limit, confinement)
             await show([TerminalContent(terminal_id)])  # it stays live in the tool call
             job = _TerminalJob(self, next_job_id(), command, terminal_id)
         self.jobs[job.id] = job

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from core.host import CommandResult
+from core.sandbox import Grants
 from core.tools import ToolContext, ToolError, ToolOutput, tool
 
 __all__ = ["command_output", "run_command", "stop_command"]
@@ -21,6 +22,9 @@ class RunCommandArgs(BaseModel):
     cwd: str = "."
     timeout: float = Field(default=120, gt=0, le=1800, description="seconds")
     background: bool = Field(default=False, description="for servers: return at once; see command_output")
+    network: bool = Field(default=False, description="it needs the network (the user is asked)")
+    write_paths: list[str] = Field(default_factory=list, description="paths outside the project, or protected ones, it must write (the user is asked)")
+    sandbox: bool = Field(default=True, description="false: run outside the sandbox with full access (the user is always asked)")
 
 
 def _title(args: RunCommandArgs) -> str:
@@ -30,19 +34,23 @@ def _title(args: RunCommandArgs) -> str:
 
 @tool(kind="execute", read_only=False, toolsets={"editor", "gateway", "cron"}, title=_title, paths=lambda a: [a.cwd])
 async def run_command(ctx: ToolContext, args: RunCommandArgs) -> ToolOutput:
-    """Run a shell command in the project; returns exit code and output (stdout+stderr)."""
+    """Run a shell command in the project; returns exit code and output (stdout+stderr).
+
+    It runs in a sandbox: the project is writable, the rest of the disk read-only, credentials
+    hidden, no network. Ask for more with network, write_paths or sandbox=false."""
     cwd = ctx.resolve(args.cwd)
     if not cwd.is_dir():
         raise ToolError(f"{cwd} is not a directory.")
-    await ctx.approve_command(args.command, cwd)
+    wants = Grants(network=args.network, writable=tuple(ctx.resolve(p) for p in args.write_paths), unconfined=not args.sandbox)
+    await ctx.approve_command(args.command, cwd, wants)
     if args.background:
         job = await ctx.start_command(args.command, cwd, output_limit=BACKGROUND_LIMIT)
         return ToolOutput(
             f"Started in the background as job {job.id}. Read its output with command_output(job={job.id}); "
             f"stop it with stop_command(job={job.id})."
         )
-    result = await ctx.run_command(args.command, cwd, timeout=args.timeout, output_limit=OUTPUT_LIMIT)
-    text = _report(result, timeout=args.timeout)
+    result, note = await ctx.run_command(args.command, cwd, timeout=args.timeout, output_limit=OUTPUT_LIMIT)
+    text = _report(result, timeout=args.timeout) + note
     if result.exit_code not in (0, None) or result.timed_out or result.signal:
         raise ToolError(text)
     return ToolOutput(text)
