@@ -28,6 +28,7 @@ __all__ = [
     "ProviderConfig",
     "ProviderProfile",
     "PROFILES",
+    "SandboxConfig",
     "config_path",
     "home",
     "load_config",
@@ -177,6 +178,13 @@ class CronConfig(_Strict):
     run_timeout: float = Field(default=1800.0, gt=0)
 
 
+class SandboxConfig(_Strict):
+    """``[sandbox]``: the OS sandbox commands run in (bubblewrap on Linux, Seatbelt on macOS)."""
+
+    enabled: bool = Field(default=True, description="false: no sandbox; modes that would run commands in it ask instead")
+    hide: list[str] = Field(default_factory=list, description="more paths hidden from commands (credential stores are always hidden)")
+
+
 class McpConfig(_Strict):
     """``[mcp]``: where MCP clients may start tasks besides the folders they share as roots."""
 
@@ -207,6 +215,7 @@ class Config(_Strict):
     cron: CronConfig = Field(default_factory=CronConfig)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     def profile(self, spec: str | None = None) -> ProviderProfile | None:
         """The quirk profile of a model's provider; None when no model resolves."""
