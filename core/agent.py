@@ -408,8 +408,8 @@ class Agent:
         return done.message.text.strip()
 
     async def _append(self, session: Session, message: Message) -> None:
-        await self.store.append_message(session.id, message)
-        session.history.append(message)
+        stored = await self.store.append_message(session.id, message)
+        session.history.append(stored.message)  # as stored: scrubbed of configured secrets
 
     async def _finish_cancelled(self, session: Session, state: _TurnState, emit, reason: str = "Cancelled by the user.") -> None:
         """Keep what was said, and close every tool call so the history stays valid."""

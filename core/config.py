@@ -353,6 +353,9 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> 
                 path=path,
                 key=f"providers.{name}.base_url",
             )
+    from core.redaction import add_secrets
+
+    add_secrets(config.secrets)  # whatever leaves a tool from now on is scrubbed of them
     return config
 
 

@@ -20,6 +20,7 @@ from core.events import DiffContent, Event, Location, Notice, PermissionNeeded, 
 from core.host import BinaryFileError, Host, TextFile, encode_text
 from core.messages import FileDiff, ToolCallPart, ToolResultMessage
 from core.models.base import ToolSpec
+from core.redaction import scrub
 from core.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 
 __all__ = [
@@ -548,7 +549,7 @@ async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext)
 
     def fail(message: str) -> ToolRun:
         return ToolRun(
-            ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=message, is_error=True),
+            ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=scrub(message), is_error=True),
             [],
             True,
         )
@@ -582,7 +583,7 @@ async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext)
     content = list(output.content) or [DiffContent(d.path, d.old_text, d.new_text) for d in output.diffs]
     return ToolRun(
         ToolResultMessage(
-            tool_call_id=call.id, tool_name=call.name, content=output.text, diffs=list(output.diffs)
+            tool_call_id=call.id, tool_name=call.name, content=scrub(output.text), diffs=list(output.diffs)
         ),
         content,
         False,

@@ -116,12 +116,12 @@ def _configured_secrets() -> tuple[str, ...]:
 
 
 def _redact(text: str) -> str:
-    """Credential shapes, and the configured keys themselves, never leave in an export."""
+    """Credential shapes, and the configured keys themselves (and their encodings), never leave in an export."""
+    from core.redaction import add_secrets, scrub
     from core.screening import redact_secrets
 
-    for secret in _configured_secrets():
-        text = text.replace(secret, "[redacted]")
-    return redact_secrets(text)
+    add_secrets(_configured_secrets())
+    return redact_secrets(scrub(text))
 
 
 def _jsonl(messages) -> str:

@@ -21,7 +21,8 @@ from typing import Any, Self, TypeVar
 import aiosqlite
 
 from core.config import home
-from core.messages import AssistantMessage, Message, ToolResultMessage, dump_message, searchable_text
+from core.messages import AssistantMessage, Message, ToolResultMessage, dump_message, load_message, searchable_text
+from core.redaction import scrub
 from core.store import db
 from core.store.migrations import migrate
 from core.store.records import (
@@ -242,7 +243,10 @@ class SessionStore:
     ) -> StoredMessage:
         """Append a completed message to a session, as the next ``seq``, and bump ``updated_at``."""
         content = dump_message(message)
-        text = searchable_text(message)
+        clean = scrub(content)
+        if clean != content:  # a configured secret got in (a tool printed it, the user pasted it)
+            content, message = clean, load_message(clean)
+        text = scrub(searchable_text(message))
         tool_name = _tool_name(message)
         now = time.time()
         created = now if created_at is None else created_at
