@@ -46,9 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scripted", action="store_true", help="use the bundled scripted model even if a model is configured")
     demo.add_argument("--timeout", type=float, default=600.0, help="seconds the turn may take (default 600)")
 
-    from hermes_cli import checkpoints_cmd, import_cmd, memory_cmd, sessions_cmd, skills_cmd
+    from hermes_cli import approvals_cmd, checkpoints_cmd, import_cmd, memory_cmd, sessions_cmd, skills_cmd
 
-    for module in (sessions_cmd, skills_cmd, memory_cmd, import_cmd, checkpoints_cmd):
+    for module in (sessions_cmd, skills_cmd, memory_cmd, import_cmd, checkpoints_cmd, approvals_cmd):
         module.register(commands)
 
     search = commands.add_parser("search", help="full-text search over past sessions")
@@ -86,10 +86,16 @@ def main(argv: list[str] | None = None) -> int:
             from hermes_cli import sessions_cmd
 
             return sessions_cmd.run(args)
-        if args.command in ("skills", "memory", "import", "checkpoints"):
-            from hermes_cli import checkpoints_cmd, import_cmd, memory_cmd, skills_cmd
+        if args.command in ("skills", "memory", "import", "checkpoints", "approvals"):
+            from hermes_cli import approvals_cmd, checkpoints_cmd, import_cmd, memory_cmd, skills_cmd
 
-            modules = {"skills": skills_cmd, "memory": memory_cmd, "import": import_cmd, "checkpoints": checkpoints_cmd}
+            modules = {
+                "skills": skills_cmd,
+                "memory": memory_cmd,
+                "import": import_cmd,
+                "checkpoints": checkpoints_cmd,
+                "approvals": approvals_cmd,
+            }
             return modules[args.command].run(args)
         if args.command == "search":
             return asyncio.run(_search(" ".join(args.query), args.limit))
