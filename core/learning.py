@@ -18,7 +18,7 @@ from pathlib import Path
 from core.context import LearningSettings, NestedContext, fingerprint, load_project_context, load_soul, soul_path
 from core.memory import snapshot
 from core.screening import Finding
-from core.skills import bundled_skills_dir, discover, index_text, personal_dir
+from core.skills import bundled_skills_dir, discover, index_screened, personal_dir
 
 __all__ = ["SessionContext", "TurnStats", "looks_like_correction"]
 
@@ -95,8 +95,8 @@ class SessionContext:
         project = load_project_context(self.cwd, self.settings)
         self.project = project.render()
         skills = discover([self.cwd], toolsets=self.toolsets)
-        self.skills = index_text(skills)
-        self.findings.extend(project.findings + (list(soul.findings) if soul else []))
+        self.skills, skill_findings = index_screened(skills)
+        self.findings.extend(project.findings + (list(soul.findings) if soul else []) + skill_findings)
         skill_paths = [s.path for s in skills]
         folders = [self.cwd / ".agents" / "skills", personal_dir(), bundled_skills_dir()]
         self.watched = (soul_path(), *project.watched, *folders, *skill_paths)

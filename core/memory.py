@@ -25,12 +25,13 @@ from typing import Literal
 
 from core.config import home
 from core.context import LearningSettings, truncate_middle
-from core.screening import Finding, looks_secret, screen
+from core.screening import Finding, Flagged, looks_secret, review_learned, screen_learned
 
 __all__ = [
     "JournalEntry",
     "MemoryChange",
     "MemoryError",
+    "MemoryFlagged",
     "MemoryFull",
     "MemorySnapshot",
     "change_memory",
@@ -53,6 +54,19 @@ class MemoryError(ValueError):
 
 class MemoryFull(MemoryError):
     """The file would pass its budget: consolidate first."""
+
+
+class MemoryFlagged(MemoryError):
+    """Screening flagged the entry: a person must approve it (see :mod:`core.learning_gate`)."""
+
+    def __init__(self, flags: tuple[Flagged, ...]) -> None:
+        from core.learning_gate import describe
+
+        self.flags = flags
+        super().__init__(
+            f"Nothing was saved: screening flagged the entry ({describe(flags)}). Memory reaches every later session, "
+            "so such an entry needs the user's approval; leave it out unless the user asked for it."
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +128,20 @@ def _normalise(text: str) -> str:
     return body
 
 
+def _screened(body: str, kind: str, allow: frozenset[str], trusted: bool) -> tuple[Flagged, ...]:
+    """The entry's flagged passages that are allowed to be written (raises for the rest)."""
+    from core.learning_gate import approved
+
+    base, flags = review_learned(body, f"{FILES[kind]} entry", approved())
+    if base:
+        raise MemoryError(
+            "that entry was refused by screening (" + "; ".join(f.describe() for f in base) + "); memory never stores it"
+        )
+    if flags and not trusted and not {f.digest for f in flags} <= allow:
+        raise MemoryFlagged(flags)
+    return flags
+
+
 @contextmanager
 def _locked(kind: str) -> Iterator[int]:
     path = memory_path(kind)
@@ -161,12 +189,21 @@ def change_memory(
     who: str = "agent",
     settings: LearningSettings | None = None,
     force: bool = False,
+    allow: frozenset[str] = frozenset(),
+    trusted: bool = False,
 ) -> MemoryChange:
-    """Add, replace or remove one entry; journalled. ``force`` skips the budget (reverts only)."""
+    """Add, replace or remove one entry; journalled. ``force`` skips the budget (reverts only).
+
+    An entry screening flags raises :class:`MemoryFlagged` unless the digests of its flagged
+    passages are in ``allow`` (a person approved them) or ``trusted`` (a person typed it); either
+    way the approval is remembered, so that the entry is kept when read back into a prompt."""
     settings = settings or LearningSettings()
     if kind not in FILES:
         raise MemoryError(f"file must be 'memory' or 'user', not {kind!r}")
     budget = budget_for(kind, settings)
+    flags: tuple[Flagged, ...] = ()
+    if action in ("add", "replace"):
+        flags = _screened(_normalise(text), kind, allow, trusted)
     with _locked(kind) as fd:
         entries = parse_entries(_read_fd(fd))
         before: str | None = None
@@ -193,6 +230,10 @@ def change_memory(
                 "remove stale ones with 'remove', then add again. Nothing was changed."
             )
         _write_fd(fd, rendered)
+        if flags:
+            from core.learning_gate import remember
+
+            remember(flags, who)
     journal_change(who, kind, action, before, after)
     return MemoryChange(kind, action, before, after, len(rendered), budget)
 
@@ -241,9 +282,9 @@ def revert(entry_id: str, *, who: str = "cli") -> MemoryChange:
     if entry.action == "add" and entry.after is not None:
         return change_memory("remove", kind, old=entry.after, who=who)
     if entry.action == "remove" and entry.before is not None:
-        return change_memory("add", kind, text=entry.before, who=who, force=True)
+        return change_memory("add", kind, text=entry.before, who=who, force=True, trusted=True)
     if entry.action == "replace" and entry.before is not None and entry.after is not None:
-        return change_memory("replace", kind, old=entry.after, text=entry.before, who=who, force=True)
+        return change_memory("replace", kind, old=entry.after, text=entry.before, who=who, force=True, trusted=True)
     raise MemoryError(f"journal entry {entry_id} cannot be reverted")
 
 
@@ -257,8 +298,11 @@ class MemorySnapshot:
 
 
 def snapshot(settings: LearningSettings | None = None) -> MemorySnapshot:
+    from core.learning_gate import approved
+
     settings = settings or LearningSettings()
     sections, findings, full = [], [], []
+    accepted = approved()
     for kind in FILES:
         path = memory_path(kind)
         try:
@@ -270,7 +314,7 @@ def snapshot(settings: LearningSettings | None = None) -> MemorySnapshot:
             full.append(kind)
         if not raw.strip():
             continue
-        checked = screen(raw, str(path))
+        checked = screen_learned(raw, str(path), accepted)
         findings.extend(checked.findings)
         body = truncate_middle(checked.text.strip(), budget, path)
         sections.append(f"## {LABELS[kind]} [{len(raw)}/{budget} chars]\n{body}")

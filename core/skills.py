@@ -26,17 +26,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.config import home
-from core.screening import looks_secret, screen
+from core.screening import Finding, Flagged, looks_secret, review_learned, screen, screen_learned
 
 __all__ = [
     "Skill",
     "SkillError",
+    "SkillFlagged",
     "archive_skill",
     "bundled_skills_dir",
     "create_skill",
     "discover",
     "find",
     "fingerprint",
+    "index_screened",
     "index_text",
     "parse_front_matter",
     "patch_skill",
@@ -55,6 +57,19 @@ VIEW_CHARS = 40_000
 
 class SkillError(ValueError):
     """A skill operation that cannot be done; the message says why."""
+
+
+class SkillFlagged(SkillError):
+    """Screening flagged the skill: a person must approve it (see :mod:`core.learning_gate`)."""
+
+    def __init__(self, flags: tuple[Flagged, ...]) -> None:
+        from core.learning_gate import describe
+
+        self.flags = flags
+        super().__init__(
+            f"Nothing was saved: screening flagged the skill ({describe(flags)}). Skills reach every later session, "
+            "so such steps need the user's approval; leave them out unless the user asked for them."
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,15 +209,38 @@ def read_text(skill: Skill) -> str:
         return handle.read(MAX_SKILL_CHARS)
 
 
+def _screen(skill: Skill, text: str, source: Path, approved: frozenset[str] | None = None):
+    """Personal skills are what the agent learned: screened as memory is. Project and bundled
+    skills come with their repository, like its AGENTS.md."""
+    if skill.origin != "personal":
+        return screen(text, str(source))
+    if approved is None:
+        from core.learning_gate import approved as load
+
+        approved = load()
+    return screen_learned(text, str(source), approved)
+
+
+def index_screened(skills: list[Skill]) -> tuple[str, list[Finding]]:
+    """The prompt section (names and one-line descriptions; bodies load on demand) and what
+    screening neutralised in it."""
+    if not skills:
+        return "", []
+    from core.learning_gate import approved
+
+    accepted = approved()
+    lines = ["# Skills (before a task one of these covers, load it with skill_view)"]
+    findings: list[Finding] = []
+    for skill in skills:
+        checked = _screen(skill, skill.description, skill.path, accepted)
+        findings.extend(checked.findings)
+        lines.append(f"- {skill.name}: {checked.text}")
+    return "\n".join(lines), findings
+
+
 def index_text(skills: list[Skill]) -> str:
     """The prompt section: names and one-line descriptions (bodies load on demand)."""
-    if not skills:
-        return ""
-    lines = ["# Skills (before a task one of these covers, load it with skill_view)"]
-    for skill in skills:
-        checked = screen(skill.description, str(skill.path))
-        lines.append(f"- {skill.name}: {checked.text}")
-    return "\n".join(lines)
+    return index_screened(skills)[0]
 
 
 def view(skill: Skill, file: str | None = None) -> str:
@@ -212,9 +250,9 @@ def view(skill: Skill, file: str | None = None) -> str:
         if not target.is_relative_to(skill.folder.resolve()) or not target.is_file():
             raise SkillError(f"{skill.name} has no file {file!r}")
         text = target.read_text(encoding="utf-8", errors="replace")
-        return screen(text[:VIEW_CHARS], str(target)).text
+        return _screen(skill, text[:VIEW_CHARS], target).text
     _, body = parse_front_matter(skill.path.read_text(encoding="utf-8", errors="replace"))
-    checked = screen(body[:VIEW_CHARS], str(skill.path))
+    checked = _screen(skill, body[:VIEW_CHARS], skill.path)
     extras = sorted(
         str(p.relative_to(skill.folder))
         for sub in ("scripts", "references", "assets")
@@ -271,7 +309,9 @@ def record_use(name: str) -> None:
 # --- writing ---------------------------------------------------------------------------
 
 
-def _validate(name: str, content: str) -> None:
+def _validate(name: str, content: str, allow: frozenset[str] = frozenset(), trusted: bool = False) -> tuple[Flagged, ...]:
+    """Check a SKILL.md about to be written; returns its flagged passages that may be written
+    (approved in ``allow``, or ``trusted``: a person wrote it) and raises for anything else."""
     if not _NAME.match(name):
         raise SkillError("a skill name is lowercase letters, digits and hyphens (at most 64), e.g. 'release-checklist'")
     if len(content) > MAX_SKILL_CHARS:
@@ -286,8 +326,21 @@ def _validate(name: str, content: str) -> None:
         raise SkillError("the skill has no body: write the steps after the front matter")
     if looks_secret(content):
         raise SkillError("the skill seems to hold a credential; skills never store secrets")
-    if findings := screen(content, f"{name}/SKILL.md").findings:
+    from core.learning_gate import approved
+
+    findings, flags = review_learned(content, f"{name}/SKILL.md", approved())
+    if findings:
         raise SkillError("the skill was refused by screening: " + "; ".join(f.describe() for f in findings))
+    if flags and not trusted and not {f.digest for f in flags} <= allow:
+        raise SkillFlagged(flags)
+    return flags
+
+
+def _remember(flags: tuple[Flagged, ...], who: str) -> None:
+    if flags:
+        from core.learning_gate import remember
+
+        remember(flags, who)
 
 
 def _writable(name: str) -> Path:
@@ -299,29 +352,33 @@ def _writable(name: str) -> Path:
     return folder
 
 
-def create_skill(name: str, content: str, *, who: str = "agent") -> Path:
-    """Write a new personal skill (validated); refuses to overwrite one."""
-    _validate(name, content)
+def create_skill(name: str, content: str, *, who: str = "agent", allow: frozenset[str] = frozenset(), trusted: bool = False) -> Path:
+    """Write a new personal skill (validated); refuses to overwrite one. Flagged passages raise
+    :class:`SkillFlagged` unless approved (``allow``) or ``trusted``."""
+    flags = _validate(name, content, allow, trusted)
     folder = personal_dir() / name
     if folder.exists():
         raise SkillError(f"a personal skill named {name!r} exists; patch it instead")
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text(content if content.endswith("\n") else content + "\n", encoding="utf-8")
+    _remember(flags, who)
     with _usage_locked() as data:
         data.setdefault(name, {}).update(created_by=who, created_at=time.time())
     return folder / "SKILL.md"
 
 
-def patch_skill(name: str, old: str, new: str) -> Path:
-    """Replace one exact, unique passage of a personal skill's SKILL.md (validated after)."""
+def patch_skill(name: str, old: str, new: str, *, who: str = "agent", allow: frozenset[str] = frozenset(), trusted: bool = False) -> Path:
+    """Replace one exact, unique passage of a personal skill's SKILL.md (validated after, the
+    whole file: a patch may complete a passage that only flags once joined)."""
     path = _writable(name) / "SKILL.md"
     text = path.read_text(encoding="utf-8")
     count = text.count(old) if old else 0
     if count != 1:
         raise SkillError(f"old text occurs {count} times in {name}/SKILL.md; quote one exact passage")
     updated = text.replace(old, new, 1)
-    _validate(name, updated)
+    flags = _validate(name, updated, allow, trusted)
     path.write_text(updated, encoding="utf-8")
+    _remember(flags, who)
     return path
 
 

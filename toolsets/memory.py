@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from core import learning_gate
 from core.context import current_settings
-from core.memory import MemoryError, change_memory
+from core.memory import FILES, MemoryError, MemoryFlagged, change_memory
 from core.tools import ToolContext, ToolError, tool
 
 __all__ = ["memory"]
@@ -21,16 +22,29 @@ class MemoryArgs(BaseModel):
     old: str = Field("", description="unique part of the entry to change")
 
 
-@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=lambda a: f"Memory: {a.action} ({a.file})")
+def _title(args: MemoryArgs) -> str:
+    return f"Memory: {args.action} ({args.file})"
+
+
+@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=_title)
 async def memory(ctx: ToolContext, args: MemoryArgs) -> str:
     """Keep durable facts across sessions: short entries, no secrets. When full, merge or remove entries."""
-    if ctx.policy.mode == "read-only":
-        raise ToolError("The session is in read-only mode: nothing was saved.")
-    try:
-        change = await asyncio.to_thread(
-            change_memory, args.action, args.file, text=args.text, old=args.old,
-            who=f"agent:{ctx.session_id[:8]}", settings=current_settings(),
+    await learning_gate.permit(ctx, _title(args))
+
+    def change(allow: frozenset[str] = frozenset()):
+        return change_memory(
+            args.action, args.file, text=args.text, old=args.old,
+            who=f"agent:{ctx.session_id[:8]}", settings=current_settings(), allow=allow,
         )
+
+    try:
+        try:
+            done = await asyncio.to_thread(change)
+        except MemoryFlagged as flagged:
+            snippet = " ".join(args.text.split())
+            snippet = snippet if len(snippet) <= 120 else snippet[:117] + "…"
+            await learning_gate.confirm(ctx, flagged.flags, f"Save this {FILES[args.file]} entry, flagged by screening: “{snippet}”")
+            done = await asyncio.to_thread(change, frozenset(f.digest for f in flagged.flags))
     except MemoryError as exc:
         raise ToolError(str(exc)) from None
-    return f"Saved ({args.action}); {change.used}/{change.budget} characters used. Later sessions see it."
+    return f"Saved ({args.action}); {done.used}/{done.budget} characters used. Later sessions see it."

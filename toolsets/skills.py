@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core import skills
+from core import learning_gate, skills
 from core.tools import ToolContext, ToolError, tool
 
 __all__ = ["skill_manage", "skill_view"]
@@ -40,19 +40,33 @@ class SkillManageArgs(BaseModel):
     new: str = ""
 
 
-@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=lambda a: f"Skill {a.action}: {a.name}")
+def _manage_title(args: SkillManageArgs) -> str:
+    return f"Skill {args.action}: {args.name}"
+
+
+@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=_manage_title)
 async def skill_manage(ctx: ToolContext, args: SkillManageArgs) -> str:
     """Create, patch or delete your own skills (reusable procedures); bundled ones are read-only."""
-    if ctx.policy.mode == "read-only":
-        raise ToolError("The session is in read-only mode: nothing was saved.")
-    try:
+    await learning_gate.permit(ctx, _manage_title(args))
+    who = f"agent:{ctx.session_id[:8]}"
+
+    def write(allow: frozenset[str] = frozenset()):
         if args.action == "create":
-            path = await asyncio.to_thread(skills.create_skill, args.name, args.content)
-            return f"Created {path}; it is listed from the next turn."
-        if args.action == "patch":
-            path = await asyncio.to_thread(skills.patch_skill, args.name, args.old, args.new)
-            return f"Patched {path}."
-        target = await asyncio.to_thread(skills.archive_skill, args.name)
-        return f"Deleted {args.name} (archived in {target})."
+            return skills.create_skill(args.name, args.content, allow=allow)
+        return skills.patch_skill(args.name, args.old, args.new, who=who, allow=allow)
+
+    try:
+        if args.action == "delete":
+            target = await asyncio.to_thread(skills.archive_skill, args.name)
+            return f"Deleted {args.name} (archived in {target})."
+        try:
+            path = await asyncio.to_thread(write)
+        except skills.SkillFlagged as flagged:
+            what = "new skill" if args.action == "create" else "change to skill"
+            await learning_gate.confirm(ctx, flagged.flags, f"Save this {what} {args.name}, flagged by screening")
+            path = await asyncio.to_thread(write, frozenset(f.digest for f in flagged.flags))
     except skills.SkillError as exc:
         raise ToolError(str(exc)) from None
+    if args.action == "create":
+        return f"Created {path}; it is listed from the next turn."
+    return f"Patched {path}."
