@@ -165,6 +165,8 @@ _CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # An interpreter fed from a download: bash <(curl …), sh -c "$(wget …)", eval `curl …`, . <(curl …).
         (FETCH_RUN, rf"(?:\b{_RUNNER}\b|(?:^|[\s;&|(])\.)[^\n]{{0,24}}?(?:<\(|\$\(|`)\s*{_FETCHER}\b"),
         (FETCH_RUN, rf"\b(?:iex|invoke-expression)\b[^\n]*(?:{_FETCHER}|https?://)"),
+        # Backticks read as Markdown, so `eval \`curl …\`` is seen as "eval curl …".
+        (FETCH_RUN, rf"\b(?:eval|exec|source|(?:{_RUNNER})\s+-c)\s+[\"'(]*\s*{_FETCHER}\b[^\n]*https?://"),
         # Packages from a URL or a git repository rather than the registry.
         (FETCH_RUN, r"\b(?:pip[0-9.]*|python[0-9.]*\s+-m\s+pip|uv\s+(?:pip|tool)|uvx|pipx|poetry|pdm|npm|pnpm|yarn|bun|npx|pnpx|bunx"
          r"|gem|cargo|composer|brew)\b[^\n]*?(?:\binstall\b|\badd\b|\bi\b|\brun\b|\bx\b|\bexec\b|--from\b|^|\s)[^\n]*?"
