@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -156,7 +157,7 @@ class Checkpoints:
                 return
         except FileNotFoundError:
             with contextlib.suppress(OSError):
-                stamp.touch()  # a new repository: the first prune is due in a day
+                stamp.touch(mode=0o600)  # a new repository: the first prune is due in a day
             return
         try:
             stamp.touch()  # first, so that other processes and turns do not start one too
@@ -201,7 +202,7 @@ class Checkpoints:
         with _LOCKS_GUARD:
             lock = _LOCKS.setdefault(self.repo_path, threading.Lock())
         with lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             # Other processes (editor windows, hermes-mcp, the gateway) use the same repository.
             fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
@@ -224,7 +225,7 @@ class Checkpoints:
         with warnings.catch_warnings():
             # The pure-Python object database spawns no `git cat-file` processes.
             warnings.simplefilter("ignore", DeprecationWarning)
-            return git.Repo(path, odbt=git.GitDB)
+            return git.Repo(path, odbt=_private_odb())
 
     def _head(self, repo: Any, session_id: str) -> Any | None:
         import git
@@ -286,7 +287,7 @@ class Checkpoints:
         commit = git.Commit.create_from_tree(
             repo, git.Tree(repo, binsha), message, parent_commits=parents, head=False, author=actor, committer=actor
         )
-        git.Reference.create(repo, ref or _ref(session_id), commit, force=True)
+        _set_ref(repo, ref or _ref(session_id), commit)
         return commit
 
     def _list(self, repo: Any, session_id: str) -> list[Checkpoint]:
@@ -356,7 +357,7 @@ class Checkpoints:
                 report.removed.append(str(path))
         head = repo.commit(checkpoint.id)
         if head.parents:
-            git.Reference.create(repo, _ref(session_id), head.parents[0], force=True)
+            _set_ref(repo, _ref(session_id), head.parents[0])
         else:
             git.Reference.delete(repo, _ref(session_id))
         return report
@@ -401,6 +402,29 @@ class Checkpoints:
         return PruneReport(dropped, removed, freed, len(reachable))
 
 
+@functools.cache
+def _private_odb() -> Any:
+    """GitPython's pure-Python object database, writing objects 0400 instead of gitdb's 0444."""
+    import git
+    from gitdb.db.loose import LooseObjectDB
+
+    class PrivateLooseObjectDB(LooseObjectDB):
+        new_objects_mode = 0o400  # objects are copies of the user's files
+
+    class PrivateGitDB(git.GitDB):
+        LooseDBCls = PrivateLooseObjectDB
+
+    return PrivateGitDB
+
+
+def _set_ref(repo: Any, ref: str, commit: Any) -> None:
+    """Point ``ref`` at ``commit``, readable by the owner only (GitPython makes ref files 0644)."""
+    import git
+
+    git.Reference.create(repo, ref, commit, force=True)
+    os.chmod(Path(repo.git_dir) / ref, 0o600)
+
+
 def _reachable(tips: list) -> set[str]:
     """Hex ids of every commit, tree and blob reachable from ``tips``."""
     seen: set[str] = set()
@@ -431,7 +455,10 @@ def _init_bare(path: Path) -> None:
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (tmp / sub).mkdir(parents=True, exist_ok=True)
     (tmp / "HEAD").write_text("ref: refs/heads/main\n")
-    (tmp / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n")
+    # sharedRepository = 0600: git itself, if ever run on it, keeps it private too (objects 0400).
+    (tmp / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tsharedRepository = 0600\n"
+    )
     (tmp / "description").write_text("hermes-editor checkpoints: files as they were before each turn\n")
     try:
         os.rename(tmp, path)

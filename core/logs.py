@@ -48,6 +48,23 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+class _PrivateFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file readable by its owner only: new files 0600, an older looser one tightened."""
+
+    def _open(self):
+        stream = self._builtin_open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=_private_opener)
+        try:
+            if os.fstat(stream.fileno()).st_mode & 0o077:
+                os.fchmod(stream.fileno(), 0o600)
+        except OSError:
+            pass  # not ours to change; 'hermes-editor doctor' names it
+        return stream
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
 def setup_logging(name: str, level: str = "info") -> RedactingFilter:
     """Send logs to stderr and to the log file; returns the filter so more secrets can be added."""
     redactor = RedactingFilter([v for k, v in os.environ.items() if k in SECRET_ENV_VARS])
@@ -62,8 +79,8 @@ def setup_logging(name: str, level: str = "info") -> RedactingFilter:
     root.addHandler(stderr)
     try:
         logdir = home() / "logs"
-        logdir.mkdir(parents=True, exist_ok=True)
-        file = logging.handlers.RotatingFileHandler(logdir / f"{name}.log", maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+        logdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        file = _PrivateFileHandler(logdir / f"{name}.log", maxBytes=5_000_000, backupCount=3, encoding="utf-8")
         file.setFormatter(fmt)
         file.addFilter(redactor)
         root.addHandler(file)

@@ -107,7 +107,7 @@ def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out)
         out("A model name is needed; nothing was written.")
         return 2
     text = render_config(provider, model, api_key, base_url)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.exists():
         backup = path.with_suffix(".toml.bak")
         _write_private(backup, path.read_text(encoding="utf-8"))

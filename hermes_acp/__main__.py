@@ -87,6 +87,9 @@ async def _serve(read_fd: int, protocol_fd: int, redactor, early: EarlyAnswers |
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.state_home import ensure_private_home
+
+    ensure_private_home()
     parser = argparse.ArgumentParser(
         prog="hermes-acp",
         description="Agent Client Protocol server for editors (Zed, JetBrains, VS Code). Speaks JSON-RPC on stdio.",

@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.state_home import ensure_private_home
+
+    ensure_private_home()
     if isinstance(sys.stdout, io.TextIOWrapper):
         # ✓ and ✗ must not crash a terminal with a narrow encoding.
         sys.stdout.reconfigure(errors="replace")

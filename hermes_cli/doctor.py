@@ -1,9 +1,10 @@
 """``hermes-editor doctor``: one line per check, and for every failure what to do about it.
 
 The checks only read, with two exceptions any surface would also make: the state home is
-created if missing, and opening the store creates or migrates ``state.db``. The model check
-sends exactly one tiny request. No API key is ever printed: every line goes through the same
-redaction the logs use.
+created if missing, and opening the store creates or migrates ``state.db``. And one repair:
+whatever in the state home other users could read is made private, each change listed. The
+model check sends exactly one tiny request. No API key is ever printed: every line goes through
+the same redaction the logs use.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
 
     record(check_python())
     record(check_home())
+    record(check_private_home())
     config_check, config = check_config()
     if config is not None:
         redactor.add(config.secrets)
@@ -128,6 +130,23 @@ def check_home() -> Check:
             "Fix its permissions, or set HERMES_EDITOR_HOME to a directory you can write.",
         )
     return Check(True, f"State home {path} is writable")
+
+
+def check_private_home() -> Check:
+    """Take group and other bits off the state home and everything in it, and say what changed."""
+    from core.state_home import repair_modes
+
+    path = home()
+    repair = repair_modes(path)
+    if repair.failed:
+        return Check(
+            False,
+            f"State home {path}: could not make these private: {repair.describe_failed()}",
+            f"Make them yours (chown) and run 'hermes-editor doctor' again, or move them out of {path}.",
+        )
+    if repair.fixed:
+        return Check(True, f"State home {path} made private: {repair.describe_fixed()}")
+    return Check(True, f"State home {path} is private (directories 0700, files owner-only)")
 
 
 def check_config() -> tuple[Check, Config | None]:

@@ -26,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.state_home import ensure_private_home
+
+    ensure_private_home()
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command != "run":
