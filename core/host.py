@@ -291,6 +291,39 @@ def _end_on_termination() -> None:
 
 _exit_handlers = False
 
+# Without a PID namespace to end with us, a command runs under this small supervisor: it is
+# sent SIGTERM when we die (even by SIGKILL) and then kills its whole process group.
+_SUPERVISOR = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+if os.getppid() != int(sys.argv[1]):
+    os.killpg(0, signal.SIGKILL)
+def end(signum, frame):
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, end)
+signal.signal(signal.SIGHUP, end)
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    os.execv("/bin/sh", ["/bin/sh", "-c", sys.argv[2]])
+while True:
+    try:
+        _, status = os.waitpid(child, 0)
+        break
+    except InterruptedError:
+        continue
+code = os.waitstatus_to_exitcode(status)
+os._exit(128 - code if code < 0 else code)
+"""
+
+
+def supervised(argv: list[str]) -> list[str]:
+    """``/bin/sh -c COMMAND`` under the supervisor on Linux; other argvs (a sandbox) as they are."""
+    if argv[:2] != ["/bin/sh", "-c"] or not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-S", "-c", _SUPERVISOR, str(os.getpid()), argv[2]]
+
 
 class OutputCapture:
     """Keeps the first and last ``limit / 2`` bytes of a stream; says how much was cut between."""
@@ -461,6 +494,7 @@ class LocalHost:
             _exit_handlers = True
             _end_on_termination()
         argv, env = self.command_argv(command, cwd, confinement)
+        argv = supervised(argv)
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
@@ -471,7 +505,7 @@ class LocalHost:
             start_new_session=True,  # its own process group, so stop and cancel reach all of it
             preexec_fn=die_with_parent,
         )
-        proc.wrapped = argv[0] != "/bin/sh"  # type: ignore[attr-defined]
+        proc.wrapped = True  # type: ignore[attr-defined]  # a sandbox or the supervisor: signals come as 128 + N
         return proc
 
     async def run_command(
