@@ -84,6 +84,7 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
         record(Check(None, "Model reachability not checked (no usable model configuration)"))
     record(await check_store())
     record(check_hermes_acp())
+    record(check_sandbox())
     record(check_node())
 
     failures = [c for c in checks if c.ok is False and c.required]
@@ -277,6 +278,21 @@ def check_hermes_acp() -> Check:
     if on_path:
         return Check(True, f"hermes-acp on PATH: {path}")
     return Check(True, f"hermes-acp found at {path} (not on PATH: give editors this full path)")
+
+
+def check_sandbox() -> Check:
+    """Which OS sandbox commands run in; without one, accept-edits and auto ask for every command."""
+    from core.sandbox import status
+
+    found = status()
+    if found.active:
+        return Check(True, f"Commands run in a sandbox: {found.detail} (project writable, credentials hidden, no network)")
+    fix = (
+        "Install bubblewrap (Debian/Ubuntu: sudo apt install bubblewrap; Fedora: sudo dnf install bubblewrap)"
+        if sys.platform.startswith("linux")
+        else "Commands will ask before they run."
+    )
+    return Check(False, f"No sandbox: {found.detail}. In accept-edits and auto, every command that does more than read asks", fix, required=False)
 
 
 def check_node() -> Check:

@@ -403,3 +403,16 @@ async def test_background_commands_die_with_the_server(hermes_home, world, sig, 
             process.send_signal(sig)
             await process.wait()
     assert await _gone(marker) == [], "background commands outlived the server"
+
+
+# --- doctor says which sandbox is active ------------------------------------------------------
+
+@pytest.mark.parametrize("setting", ["on", "off"])
+def test_doctor_reports_the_sandbox(hermes_home, setting):
+    env = {**os.environ, "HERMES_SANDBOX": setting}
+    done = subprocess.run([str(Path(sys.executable).parent / "hermes-editor"), "doctor"], capture_output=True, text=True, env=env, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if "sandbox" in line.lower())
+    if setting == "on":
+        assert "✓" in line and "bubblewrap" in line, line
+    else:
+        assert "✗" in line and "HERMES_SANDBOX" in line and "asks" in line, line
