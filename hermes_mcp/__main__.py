@@ -3,8 +3,9 @@
 stdio by default: stdout carries JSON-RPC only (see ``hermes_mcp.stdio``). The client's
 ``initialize`` is answered from ``hermes_mcp.handshake`` while the SDK and the server load in
 a background thread, so that the answer takes milliseconds instead of half a second.
-``--http HOST:PORT`` serves streamable HTTP instead (loopback only, unless a bearer token is
-set in ``HERMES_MCP_TOKEN``, and then every request must carry it).
+``--http HOST:PORT`` serves streamable HTTP instead, and every request must carry the bearer
+token (``HERMES_MCP_TOKEN``, or ``mcp-token`` in the state home, made on first use). Addresses
+other than loopback are served only with a token set explicitly in ``HERMES_MCP_TOKEN``.
 
 Only the standard library is imported before the first answer.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import os
 import sys
 import threading
@@ -20,21 +22,21 @@ from typing import Any
 
 __all__ = ["main"]
 
-TOKEN_ENV = "HERMES_MCP_TOKEN"
+TOKEN_ENV = "HERMES_MCP_TOKEN"  # core.tokens.TOKEN_ENV, kept here to import nothing before the first answer
 
 
 class _Loader(threading.Thread):
     """Imports the SDK and builds the server off the main thread, which is reading stdin."""
 
-    def __init__(self, allow_auto: bool) -> None:
+    def __init__(self, options: dict[str, bool]) -> None:
         super().__init__(name="hermes-mcp-loader", daemon=True)
-        self._allow_auto = allow_auto
+        self._options = options
         self.server: Any = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self.server = _build(self._allow_auto)
+            self.server = _build(**self._options)
         except BaseException as exc:  # re-raised in the main thread
             self.error = exc
 
@@ -45,7 +47,7 @@ class _Loader(threading.Thread):
         return self.server
 
 
-def _build(allow_auto: bool) -> Any:
+def _build(allow_auto: bool, trust_client_approvals: bool) -> Any:
     from core.config import ConfigError, load_config
     from core.logs import setup_logging
 
@@ -57,7 +59,11 @@ def _build(allow_auto: bool) -> Any:
     from hermes_mcp.app import build_server
     from hermes_mcp.runtime import Runtime
 
-    return build_server(Runtime(redactor, allow_auto=allow_auto))
+    if trust_client_approvals:
+        logging.getLogger("hermes_mcp").warning(
+            "--trust-client-approvals: the client, and so its model, may answer this server's approvals"
+        )
+    return build_server(Runtime(redactor, allow_auto=allow_auto, trust_client_approvals=trust_client_approvals))
 
 
 async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[bytes | bytearray | None], out_fd: int, drop_id: Any) -> None:
@@ -78,14 +84,14 @@ async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[byte
         await server.runtime.aclose()
 
 
-def _stdio(allow_auto: bool) -> int:
+def _stdio(options: dict[str, bool]) -> int:
     import asyncio
 
     from hermes_mcp import handshake
     from hermes_mcp.stdio import protect_stdio, read_line
 
     protocol_in, protocol_out = protect_stdio()
-    loader = _Loader(allow_auto)
+    loader = _Loader(options)
     loader.start()
     reader = open(protocol_in, "rb", closefd=False)
     first = read_line(reader)  # None: over-long, answered once the SDK serves
@@ -126,24 +132,28 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _http(address: tuple[str, int], allow_auto: bool) -> int:
+def _http(address: tuple[str, int], options: dict[str, bool]) -> int:
     import asyncio
 
+    from core.tokens import TokenError, ensure_mcp_token
+
     host, port = address
-    token = os.environ.get(TOKEN_ENV) or None
-    if not _loopback(host) and token is None:
+    if not _loopback(host) and not os.environ.get(TOKEN_ENV, "").strip():
         print(
-            f"hermes-mcp: refusing to serve on {host}, which is not loopback, without a bearer token. "
-            f"Set {TOKEN_ENV} (clients then send 'Authorization: Bearer <token>'), or use 127.0.0.1.",
+            f"hermes-mcp: refusing to serve on {host}, which is not loopback, without a bearer token set on purpose "
+            f"(the traffic is plain HTTP). Set {TOKEN_ENV} to 16+ random characters (clients then send "
+            "'Authorization: Bearer <token>'), or use 127.0.0.1.",
             file=sys.stderr,
         )
         return 2
-    if token is not None and len(token) < 16:
-        print(f"hermes-mcp: {TOKEN_ENV} is too short; use at least 16 random characters.", file=sys.stderr)
+    try:
+        token = ensure_mcp_token()
+    except TokenError as exc:
+        print(f"hermes-mcp: {exc}", file=sys.stderr)
         return 2
     from hermes_mcp.http import serve_http
 
-    server = _build(allow_auto)
+    server = _build(**options)
     try:
         asyncio.run(serve_http(server, host, port, token))
     except KeyboardInterrupt:
@@ -152,9 +162,6 @@ def _http(address: tuple[str, int], allow_auto: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.state_home import ensure_private_home
-
-    ensure_private_home()
     parser = argparse.ArgumentParser(
         prog="hermes-mcp",
         description="MCP server for Claude Desktop, Cursor and other MCP clients: the Hermes agent, its history, "
@@ -164,10 +171,19 @@ def main(argv: list[str] | None = None) -> int:
         "--http",
         metavar="HOST:PORT",
         type=_parse_address,
-        help=f"serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (loopback only unless {TOKEN_ENV} is set)",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; every request needs the bearer token "
+        f"printed at start (kept in the state home's mcp-token, or set {TOKEN_ENV}; other hosts than loopback "
+        f"only with {TOKEN_ENV} set)",
     )
     parser.add_argument(
         "--allow-auto", action="store_true", help="let clients start tasks in mode 'auto' (no approvals at all)"
+    )
+    parser.add_argument(
+        "--trust-client-approvals",
+        action="store_true",
+        help="add the approval_respond tool, which lets the client's model approve this server's own pending actions "
+        "(its own writes and commands) by itself; without it only the user answers: in the client's form, the editor, "
+        "the phone, or 'hermes-editor approvals'",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
@@ -176,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"hermes-mcp {server_version()}")
         return 0
+    options = {"allow_auto": args.allow_auto, "trust_client_approvals": args.trust_client_approvals}
     if args.http is not None:
-        return _http(args.http, args.allow_auto)
-    return _stdio(args.allow_auto)
+        return _http(args.http, options)
+    return _stdio(options)
 
 
 if __name__ == "__main__":

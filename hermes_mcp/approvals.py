@@ -1,10 +1,11 @@
-"""Approvals over MCP: list the questions waiting anywhere, answer them, ask through elicitation.
+"""Approvals over MCP: list the questions waiting anywhere, ask this server's through elicitation.
 
-Questions asked by this server's tasks are answered through the in-process broker (which also
-records the answer in the store). Questions of other processes (an editor's ``hermes-acp``,
-the gateway) are answered in the store, where the first answer wins; the process that asked
-notices the answer (see ``core.approval_watch``). The store keeps allow/deny, not "always",
-so "always" answers count once for other processes' questions.
+Only a human answers a question. The client's form (elicitation) is the user's; a tool call is
+the client's model's, so there is no tool to answer with unless hermes-mcp is started with
+``--trust-client-approvals``, and even then it answers only questions this process's own tasks
+asked, through the in-process broker (which records the answer in the store). Questions of
+other processes (an editor's ``hermes-acp``, the gateway) are listed, never answered here: the
+user answers them where they were asked, on the phone, or with ``hermes-editor approvals``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hermes_mcp.views import ApprovalAnswer, ApprovalView, clip, iso, unified_diff
+from hermes_mcp.views import ApprovalAnswer, ApprovalsList, ApprovalView, clip, iso, unified_diff
 
 if TYPE_CHECKING:
     from core.approvals import ApprovalRequest
@@ -24,6 +25,7 @@ __all__ = [
     "AllowOnce",
     "AllowOrAlways",
     "ApprovalChoice",
+    "approvals_list_view",
     "Decision",
     "elicitation_message",
     "elicitation_schema",
@@ -157,37 +159,46 @@ async def list_approvals(runtime: Runtime, session_id: str | None = None) -> lis
     return out
 
 
+def approvals_list_view(views: list[ApprovalView], client_answers: bool) -> ApprovalsList:
+    """The list, with a note on who answers: the user, never the model."""
+    how = (
+        "Only the user answers these, never you. Show them the question and ask them to answer in a terminal with "
+        "`hermes-editor approvals allow ID` (or `deny ID`), in their editor, on their phone, or in this client's "
+        "approval form if it shows one."
+    )
+    if client_answers:
+        how += " For this server's own tasks (task_id set) you may pass on the user's own decision with approval_respond."
+    return ApprovalsList(approvals=views, how_to_answer=how)
+
+
 async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> ApprovalAnswer:
-    """Answer one question; the first answer from anywhere wins."""
+    """Answer one question this process's tasks asked; the first answer from anywhere wins."""
     from core.approvals import Decision as CoreDecision
 
     if decision not in _CORE_DECISIONS:
         raise ApprovalChoice(f"decision must be one of {', '.join(_CORE_DECISIONS)}")
-    local = _local_requests(runtime)
-    request = local.get(approval_id)
-    if request is not None:
-        if decision.endswith("_always") and not request.offer_always:
-            raise ApprovalChoice("this action asks every time; answer 'allow' or 'deny'")
-        agent = runtime.agent_if_built
-        assert agent is not None
-        won = await agent.broker.answer(approval_id, CoreDecision(_CORE_DECISIONS[decision]), by="mcp")
-        if won:
-            return ApprovalAnswer(approval_id=approval_id, outcome="answered", decision=decision)
+    # Ownership is what this process asked, never what the store holds: a question of an
+    # editor (hermes-acp) or of the gateway is theirs to answer, whatever its id.
+    if runtime.tasks.for_request(approval_id) is None:
+        store = await runtime.store()
+        if await store.get_approval(approval_id) is None:
+            raise ApprovalChoice(f"No approval {approval_id!r}; a task's approvals list the ones it waits on.")
+        raise ApprovalChoice(
+            f"Approval {approval_id} was not asked by this server's tasks (it belongs to an editor or the gateway), "
+            "so it cannot be answered here. The user answers it where it was asked, on their phone, "
+            f"or in a terminal with `hermes-editor approvals allow {approval_id}` (or `deny {approval_id}`)."
+        )
+    request = _local_requests(runtime).get(approval_id)
+    if request is None:
         return await _already(runtime, approval_id)
-    store = await runtime.store()
-    row = await store.get_approval(approval_id)
-    if row is None:
-        raise ApprovalChoice(f"No approval {approval_id!r}; list the open ones with approvals_list.")
-    if row.status != "pending":
-        return await _already(runtime, approval_id)
-    always = decision.endswith("_always")
-    if always and not row.offers_always:
+    if decision.endswith("_always") and not request.offer_always:
         raise ApprovalChoice("this action asks every time; answer 'allow' or 'deny'")
-    allowed = decision.startswith("allow")
-    won = await store.resolve_approval(approval_id, "allowed" if allowed else "denied", "mcp", always=always)
-    if not won:
-        return await _already(runtime, approval_id)
-    return ApprovalAnswer(approval_id=approval_id, outcome="answered", decision=decision)
+    agent = runtime.agent_if_built
+    assert agent is not None
+    won = await agent.broker.answer(approval_id, CoreDecision(_CORE_DECISIONS[decision]), by="mcp-client")
+    if won:
+        return ApprovalAnswer(approval_id=approval_id, outcome="answered", decision=decision)
+    return await _already(runtime, approval_id)
 
 
 async def _already(runtime: Runtime, approval_id: str) -> ApprovalAnswer:

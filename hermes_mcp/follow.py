@@ -12,7 +12,8 @@ needs an approval. When the client can show a form, the approval is asked right 
 The questions come up while the call runs, after the tool body has started, which is why
 this is done in the body rather than with SDK resolvers (they run before the body, and on
 every round, which would start an ``ask`` twice). A client without elicitation sees status
-``needs_approval``, and ``approvals_list`` / ``approval_respond`` answer.
+``needs_approval``, and the user answers elsewhere: in an editor, on the phone, or with
+``hermes-editor approvals`` (``approval_respond`` only with ``--trust-client-approvals``).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ async def follow(ctx: Context, runtime: Runtime, task: Task, wait: float) -> Any
             asked.add(request.id)
             with anyio.move_on_after(max(left, MIN_ELICIT_SECONDS)):
                 if await _elicit_now(ctx, runtime, task, request) is None:
-                    elicit = False  # the client refused elicitation itself: the approval tools answer
+                    elicit = False  # the client refused elicitation itself: the user answers elsewhere
             continue
         if left <= 0:
             break
@@ -174,7 +175,7 @@ async def _elicit_now(ctx: Context, runtime: Runtime, task: Task, request: Any) 
     try:
         result = await ctx.elicit(elicitation_message(request, task.session), elicitation_schema(request))
     except MCPError as exc:
-        log.info("elicitation refused by the client (%s); the approval tools answer instead", exc)
+        log.info("elicitation refused by the client (%s); the user answers elsewhere", exc)
         return None
     except ValueError:
         return False  # accepted with content that does not fit: ask again next call

@@ -38,8 +38,11 @@ INSTRUCTIONS = """Hermes is a coding agent with its own history, skills and memo
 user's editors. Use it for work in a project directory:
 - ask: a small request that finishes within a minute (returns the result, or a task id to follow).
 - task_start, then task_wait until the status is done: longer work. Results list changed files as diffs.
-- needs_approval: a change waits for the user. Clients with elicitation get a form; otherwise show \
-the user the approval (approvals_list) and answer with approval_respond only with their decision.
+- cwd must be a project folder the user opened in this client (a root) or listed in [mcp] projects \
+of Hermes' config.toml; never / or the home directory.
+- needs_approval: a change waits for the user, and only the user answers it, never you. Clients \
+with elicitation show a form; otherwise show the user the approval and ask them to answer in a \
+terminal (hermes-editor approvals allow ID, or deny ID), in their editor, or on their phone.
 - sessions_search / sessions_list / session_read: past conversations from every surface.
 - skills_list / skill_view, memory_read / memory_add: what the agent knows how to do and remembers."""
 

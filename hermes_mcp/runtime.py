@@ -32,11 +32,15 @@ class NotReady(Exception):
 class Runtime:
     """Lazily built shared state for every request of this process."""
 
-    def __init__(self, redactor: RedactingFilter | None = None, *, allow_auto: bool = False) -> None:
+    def __init__(
+        self, redactor: RedactingFilter | None = None, *, allow_auto: bool = False, trust_client_approvals: bool = False
+    ) -> None:
         from hermes_mcp.tasks import TaskManager
 
         self.redactor = redactor
         self.allow_auto = allow_auto
+        # Whether the client (and so its model) may answer this server's approvals (approval_respond).
+        self.trust_client_approvals = trust_client_approvals
         self.config: Config | None = None
         self.config_error: str | None = None
         self._store: SessionStore | None = None
@@ -73,6 +77,13 @@ class Runtime:
     @property
     def approval_timeout(self) -> float:
         return self.config.approvals.timeout if self.config else 1800.0
+
+    def allowed_projects(self, client_roots: list[Path]) -> list[Path]:
+        """Folders tasks may work in: the client's roots and ``[mcp] projects`` (read afresh)."""
+        from hermes_mcp.projects import allowed_projects
+
+        config = self.load_config()
+        return allowed_projects(client_roots, config.mcp.projects if config else [])
 
     def add_project(self, path: Path) -> None:
         if path not in self.projects:

@@ -70,6 +70,8 @@ class Task:
     stop_reason: str | None = None
     error: str | None = None
     version: int = 0
+    # Whether this server lets the client answer approvals (--trust-client-approvals).
+    client_answers: bool = False
     runner: asyncio.Task[None] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -203,10 +205,20 @@ class Task:
         status = self.status
         if status == "needs_approval":
             first = self.open_approvals()[0]
+            elsewhere = (
+                f"in a terminal with `hermes-editor approvals allow {first.id}` (or `deny {first.id}`), "
+                "in their editor, on their phone, or in this client's approval form if it shows one"
+            )
+            if self.client_answers:
+                how = (
+                    "show them what it does (see approvals), ask, and pass on their answer with "
+                    f"approval_respond(approval_id='{first.id}', decision='allow' or 'deny'). They can also answer {elsewhere}"
+                )
+            else:
+                how = f"show them what it does (see approvals) and ask them to answer {elsewhere}"
             return (
-                f"Waiting for the user's approval of: {first.title}. Show them what it does (see approvals), ask, "
-                f"then call approval_respond(approval_id='{first.id}', decision='allow' or 'deny') with their answer; "
-                "then task_wait. They can also answer in their editor."
+                f"Waiting for the user's approval of: {first.title}. Only the user decides, never you: {how}. "
+                f"Then call task_wait(task_id='{self.id}')."
             )
         if status == "running":
             return f"Still running: call task_wait(task_id='{self.id}') to follow it."
@@ -244,10 +256,13 @@ class TaskManager:
     def running(self) -> list[Task]:
         return [t for t in self._tasks.values() if not t.finished]
 
-    async def start(self, prompt: str, *, cwd: str | None, session_id: str | None, mode: str) -> Task:
-        """Start a turn now and return at once; raises TaskError or runtime.NotReady."""
+    async def start(self, prompt: str, *, cwd: str | None, session_id: str | None, mode: str, allowed: list[Path]) -> Task:
+        """Start a turn now and return at once in a folder within ``allowed`` (see hermes_mcp.projects).
+
+        Raises TaskError, ProjectRefused or runtime.NotReady."""
         from core.host import LocalHost
         from core.messages import UserMessage
+        from hermes_mcp.projects import confine
 
         if mode not in MODES:
             raise TaskError(f"mode must be one of {', '.join(MODES)}")
@@ -258,17 +273,18 @@ class TaskManager:
             )
         if not prompt.strip():
             raise TaskError("prompt is empty")
+        path = confine(cwd, allowed) if cwd else None
         agent = await self._runtime.agent()
         store = await self._runtime.store()
-        path = _directory(cwd) if cwd else None
         host = LocalHost(self._runtime.secrets)
         if session_id:
             record = await store.get_session(session_id)
             if record is None:
                 raise TaskError(f"No session {session_id!r}. Find sessions with sessions_list or sessions_search.")
-            path = path or _directory(record.cwd)
+            # A stored session (from any surface) is continued only inside a folder this client may use.
+            path = path or confine(record.cwd, allowed)
             session = self._sessions.get(session_id)
-            if session is None or session.cwd != path.resolve():
+            if session is None or session.cwd != path:
                 session = await agent.open_session(session_id, host, cwd=path, mode=mode)  # type: ignore[arg-type]
                 if session is None:
                     raise TaskError(f"No session {session_id!r}.")
@@ -280,7 +296,7 @@ class TaskManager:
             self._sessions[session.id] = session
         session.policy.mode = mode  # type: ignore[assignment]
         self._runtime.add_project(session.cwd)
-        task = Task(id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode)
+        task = Task(id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode, client_answers=self._runtime.trust_client_approvals)
         self._tasks[task.id] = task
         self._forget_old()
         task.runner = asyncio.create_task(self._run(task, UserMessage.of(prompt)), name=f"task-{task.id}")
@@ -335,12 +351,3 @@ class TaskManager:
                 await session.host.aclose()
             except Exception:
                 log.debug("host close failed", exc_info=True)
-
-
-def _directory(raw: str) -> Path:
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        raise TaskError(f"cwd must be an absolute path, got {raw!r}")
-    if not path.is_dir():
-        raise TaskError(f"{raw} is not a directory")
-    return path

@@ -1,4 +1,5 @@
-"""The MCP tools: 14 short names, all ``async``, annotated, structured results under 100 KB.
+"""The MCP tools: 13 short names (14 with ``--trust-client-approvals``), all ``async``, annotated,
+structured results under 100 KB.
 
 Each tool is a thin wrapper: arguments in, a call into tasks / approvals / history / the
 library, a typed result out. Errors the calling model should read are ``ToolError``s with a
@@ -12,7 +13,6 @@ import asyncio
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -22,6 +22,7 @@ from core.store.sessions import SearchQueryError
 from hermes_mcp import approvals as approvals_mod
 from hermes_mcp import history
 from hermes_mcp.follow import MAX_WAIT, follow, resumed_task_id
+from hermes_mcp.projects import ProjectRefused, client_roots, confine
 from hermes_mcp.runtime import NotReady, Runtime
 from hermes_mcp.tasks import Task, TaskError
 from hermes_mcp.views import (
@@ -41,7 +42,7 @@ from hermes_mcp.views import (
     dumps,
 )
 
-__all__ = ["TOOL_NAMES", "register_tools"]
+__all__ = ["CLIENT_ANSWER_TOOL", "TOOL_NAMES", "register_tools", "tool_names"]
 
 TOOL_NAMES = (
     "ask",
@@ -50,7 +51,6 @@ TOOL_NAMES = (
     "task_wait",
     "task_cancel",
     "approvals_list",
-    "approval_respond",
     "sessions_search",
     "sessions_list",
     "session_read",
@@ -59,13 +59,17 @@ TOOL_NAMES = (
     "memory_read",
     "memory_add",
 )
+# Lets the client's model answer approvals: registered only with --trust-client-approvals.
+CLIENT_ANSWER_TOOL = "approval_respond"
 SKILL_CHARS = 40_000
 MEMORY_CHARS = 20_000
 
 Mode = Literal["ask", "accept-edits", "read-only", "auto"]
 Prompt = Annotated[str, Field(description="what the agent should do")]
 Cwd = Annotated[
-    str | None, Field(description="absolute path of the project directory (default: the client's first root, if it shares roots)")
+    str | None,
+    Field(description="absolute path of the project directory, inside the client's roots or the user's configured projects "
+          "(default: the client's first root)"),
 ]
 SessionArg = Annotated[str | None, Field(description="continue this session (from any editor or this server)")]
 ModeArg = Annotated[
@@ -122,28 +126,12 @@ def _compact_registered(server: MCPServer) -> None:
         tool.description = " ".join(tool.description.split())
 
 
-async def client_root(ctx: Context) -> str | None:
-    """The client's first ``file://`` root (Cursor shares the open folder), handshake era only."""
-    import warnings
-    from urllib.parse import unquote, urlparse
-
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    caps = ctx.client_capabilities
-    if caps is None or caps.roots is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # roots are deprecated in the 2026 era, not in this one
-            with anyio.fail_after(5):
-                found = await ctx.session.list_roots()
-    except Exception:
-        return None
-    for root in found.roots:
-        uri = urlparse(str(root.uri))
-        if uri.scheme == "file":
-            return unquote(uri.path)
-    return None
+def tool_names(trust_client_approvals: bool = False) -> tuple[str, ...]:
+    """The tools a server lists, in order."""
+    if not trust_client_approvals:
+        return TOOL_NAMES
+    at = TOOL_NAMES.index("approvals_list") + 1
+    return (*TOOL_NAMES[:at], CLIENT_ANSWER_TOOL, *TOOL_NAMES[at:])
 
 
 def result(model: BaseModel) -> CallToolResult:
@@ -157,12 +145,29 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     def fail(exc: Exception) -> ToolError:
         return ToolError(runtime.redact(str(exc)))
 
-    async def start(ctx: Context, prompt: str, cwd: str | None, session_id: str | None, mode: str) -> Task:
+    async def start(
+        ctx: Context, prompt: str, cwd: str | None, session_id: str | None, mode: str
+    ) -> Task | InputRequiredResult:
+        """A new task, in a folder the user opened or configured; or the round that asks for the roots."""
+        roots = await client_roots(ctx)
+        if isinstance(roots, InputRequiredResult):
+            return roots
+        allowed = runtime.allowed_projects(roots)
         if not cwd and not session_id:
-            cwd = await client_root(ctx)
+            cwd = next((str(r) for r in roots if r in allowed), None)
         try:
-            return await runtime.tasks.start(prompt, cwd=cwd, session_id=session_id, mode=mode)
-        except (TaskError, NotReady) as exc:
+            return await runtime.tasks.start(prompt, cwd=cwd, session_id=session_id, mode=mode, allowed=allowed)
+        except (TaskError, NotReady, ProjectRefused) as exc:
+            raise fail(exc) from None
+
+    async def project(ctx: Context, cwd: str) -> Path | InputRequiredResult:
+        """``cwd`` as a folder the user opened or configured (for project skills)."""
+        roots = await client_roots(ctx)
+        if isinstance(roots, InputRequiredResult):
+            return roots
+        try:
+            return confine(cwd, runtime.allowed_projects(roots))
+        except ProjectRefused as exc:
             raise fail(exc) from None
 
     def task(task_id: str) -> Task:
@@ -183,18 +188,21 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     ) -> TaskResult | InputRequiredResult:
         """Ask the Hermes coding agent for something small in a project and wait for the result: its reply
         and the changed files as diffs. Longer work returns a task_id to follow with task_wait. Changes wait
-        for the user's approval (status needs_approval)."""
+        for the user's approval (status needs_approval; only the user answers)."""
         resumed = resumed_task_id(ctx)
         found = task(resumed) if resumed else await start(ctx, prompt, cwd, session_id, mode)
+        if isinstance(found, InputRequiredResult):
+            return found
         outcome = await follow(ctx, runtime, found, wait)
         return outcome if isinstance(outcome, InputRequiredResult) else result(outcome)
 
     async def task_start(
         ctx: Context, prompt: Prompt, cwd: Cwd = None, session_id: SessionArg = None, mode: ModeArg = "ask"
-    ) -> TaskResult:
+    ) -> TaskResult | InputRequiredResult:
         """Start the Hermes agent on a task in a project directory; returns a task_id at once. Follow it
         with task_wait. Continue an earlier conversation (from any editor) with session_id."""
-        return result((await start(ctx, prompt, cwd, session_id, mode)).view())
+        found = await start(ctx, prompt, cwd, session_id, mode)
+        return found if isinstance(found, InputRequiredResult) else result(found.view())
 
     async def task_status(task_id: TaskId) -> TaskResult:
         """Where a task stands: status, the reply so far, tool calls, approvals it waits on, changed files."""
@@ -227,27 +235,32 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         session_id: Annotated[str | None, Field(description="only this session's")] = None,
     ) -> Annotated[CallToolResult, ApprovalsList]:
         """Actions waiting for the user's approval, from this server's tasks and from editor and gateway
-        sessions: what would happen, why it asks, and for file changes the diff."""
-        return result(ApprovalsList(approvals=await approvals_mod.list_approvals(runtime, session_id)))
-
-    async def approval_respond(
-        approval_id: Annotated[str, Field(description="from approvals_list or a task's approvals")],
-        decision: Annotated[
-            approvals_mod.Decision, Field(description="allow or deny; allow_always / deny_always only where can_always")
-        ],
-    ) -> Annotated[CallToolResult, ApprovalAnswer]:
-        """Answer an approval with the user's decision. Only send what the user decided. The first answer
-        from anywhere (this client, an editor, the phone) wins."""
-        try:
-            return result(await approvals_mod.respond(runtime, approval_id, decision))
-        except approvals_mod.ApprovalChoice as exc:
-            raise fail(exc) from None
+        sessions: what would happen, why it asks, and for file changes the diff. Show them to the user:
+        only the user answers (see how_to_answer)."""
+        return result(approvals_mod.approvals_list_view(await approvals_mod.list_approvals(runtime, session_id), runtime.trust_client_approvals))
 
     server.add_tool(approvals_list, annotations=READ.model_copy(update={"title": "Pending approvals"}))
-    server.add_tool(
-        approval_respond,
-        annotations=ToolAnnotations(title="Answer an approval", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
-    )
+
+    if runtime.trust_client_approvals:
+
+        async def approval_respond(
+            approval_id: Annotated[str, Field(description="from a task's approvals")],
+            decision: Annotated[
+                approvals_mod.Decision, Field(description="allow or deny; allow_always / deny_always only where can_always")
+            ],
+        ) -> Annotated[CallToolResult, ApprovalAnswer]:
+            """Pass on the user's answer to an approval one of this server's tasks waits on. Send only what the
+            user decided, never your own choice. The first answer from anywhere wins."""
+            try:
+                return result(await approvals_mod.respond(runtime, approval_id, decision))
+            except approvals_mod.ApprovalChoice as exc:
+                raise fail(exc) from None
+
+        server.add_tool(
+            approval_respond,
+            name=CLIENT_ANSWER_TOOL,
+            annotations=ToolAnnotations(title="Answer an approval", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        )
 
     # --- history -----------------------------------------------------------------------
 
@@ -294,19 +307,20 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
 
     # --- skills and memory -------------------------------------------------------------
 
-    def projects(cwd: str | None) -> list[Path]:
-        extra = [Path(cwd)] if cwd else []
-        return [*runtime.projects, *extra]
-
     async def skills_list(
+        ctx: Context,
         cwd: Annotated[str | None, Field(description="also this project's skills (.agents/skills)")] = None,
-    ) -> Annotated[CallToolResult, SkillsList]:
+    ) -> Annotated[CallToolResult, SkillsList] | InputRequiredResult:
         """Skills the agent has: the project's, personal ones and bundled ones (in that precedence). View one with skill_view."""
         from core import skills
 
-        found = await asyncio.to_thread(skills.discover, projects(cwd))
+        extra = await project(ctx, cwd) if cwd else None
+        if isinstance(extra, InputRequiredResult):
+            return extra
+        folders_of = [*runtime.projects, *([extra] if extra else [])]
+        found = await asyncio.to_thread(skills.discover, folders_of)
         folders = [
-            *(str(Path(p) / ".agents" / "skills") for p in projects(cwd)),
+            *(str(Path(p) / ".agents" / "skills") for p in folders_of),
             str(skills.personal_dir()),
             str(skills.bundled_skills_dir()),
         ]
@@ -318,14 +332,20 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         )
 
     async def skill_view(
+        ctx: Context,
         name: Annotated[str, Field(description="a name from skills_list")],
         cwd: Annotated[str | None, Field(description="the project, for project skills")] = None,
-    ) -> Annotated[CallToolResult, SkillText]:
+    ) -> Annotated[CallToolResult, SkillText] | InputRequiredResult:
         """One skill: its instructions (SKILL.md without front matter) and a list of its other files."""
         from core import skills
 
+        extra = await project(ctx, cwd) if cwd else None
+        if isinstance(extra, InputRequiredResult):
+            return extra
+        folders_of = [*runtime.projects, *([extra] if extra else [])]
+
         def load() -> tuple[skills.Skill, str] | None:
-            skill = skills.find(name, projects(cwd))
+            skill = skills.find(name, folders_of)
             if skill is None:
                 return None
             text = skills.view(skill)

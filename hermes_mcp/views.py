@@ -138,6 +138,7 @@ class ApprovalView(BaseModel):
 
 class ApprovalsList(BaseModel):
     approvals: list[ApprovalView]
+    how_to_answer: str = Field(default="", description="who answers these, and where")
 
 
 class ApprovalAnswer(BaseModel):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -40,14 +42,44 @@ async def connected(
     mode: str = "legacy",
     args: tuple[str, ...] = (),
     cwd: Path | None = None,
+    roots: list[Path] | None = None,
     **client_options: Any,
 ) -> AsyncIterator[Client]:
-    """Spawn hermes-mcp and connect; its stderr goes to ``$HERMES_EDITOR_HOME/stderr.log``."""
+    """Spawn hermes-mcp and connect; its stderr goes to ``$HERMES_EDITOR_HOME/stderr.log``.
+
+    ``roots``: folders the client shares as MCP roots (as Cursor shares its open folder)."""
+    if roots is not None:
+        from mcp_types import ListRootsResult, Root
+
+        async def list_roots(context: Any) -> ListRootsResult:
+            return ListRootsResult(roots=[Root(uri=Path(r).as_uri(), name=Path(r).name) for r in roots])
+
+        client_options.setdefault("list_roots_callback", list_roots)
     params = StdioServerParameters(command=hermes_mcp(), args=list(args), env=env, cwd=str(cwd) if cwd else None)
     stderr_path = Path(env["HERMES_EDITOR_HOME"]) / "stderr.log"
     with open(stderr_path, "a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None, **client_options) as client:
             yield client
+
+
+async def approvals_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run ``hermes-editor approvals ARGS`` as the user would in a terminal (without blocking the loop)."""
+    env = {"HERMES_EDITOR_HOME": str(home), "HOME": str(home.parent / "user-home"), "PATH": os.environ["PATH"], "HERMES_QUIET": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        str(BIN / "hermes-editor"), "approvals", *args, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return subprocess.CompletedProcess(["hermes-editor", "approvals", *args], proc.returncode, out.decode(), err.decode())
+
+
+def allow_projects(home: Path, *projects: Path) -> None:
+    """List folders in ``[mcp] projects`` of the state home's config.toml, as a user would."""
+    config = home / "config.toml"
+    text = config.read_text() if config.exists() else ""
+    assert "[mcp]" not in text, "list every project in one call"
+    listed = ", ".join(json.dumps(str(p)) for p in projects)
+    config.write_text(f"{text}\n[mcp]\nprojects = [{listed}]\n")
 
 
 def data(result: Any) -> dict:

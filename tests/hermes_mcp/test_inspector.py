@@ -43,7 +43,7 @@ async def test_inspector_lists_tools_calls_search_and_lists_resources(hermes_hom
         await store.append_message(record.id, UserMessage.of("the flux capacitor needs a fix"))
     # --strict: every schema-portability finding in full; none is allowed.
     tools = _run(hermes_home, "--method", "tools/list", "--strict", quiet=True)
-    assert len(tools["tools"]) == 14 and tools["tools"][0]["name"] == "ask"
+    assert len(tools["tools"]) == 13 and tools["tools"][0]["name"] == "ask"
     found = _run(hermes_home, "--method", "tools/call", "--tool-name", "sessions_search", "--tool-arg", "query=flux capacitor")
     assert found["isError"] is False
     (hit,) = found["structuredContent"]["hits"]

@@ -86,7 +86,7 @@ def test_initialize_is_answered_before_the_sdk_is_loaded(hermes_home):
         proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n')
         proc.stdin.flush()
         tools = json.loads(proc.stdout.readline())
-        assert tools["id"] == 2 and len(tools["result"]["tools"]) == 14
+        assert tools["id"] == 2 and len(tools["result"]["tools"]) == 13
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)

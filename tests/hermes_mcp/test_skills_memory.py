@@ -49,7 +49,7 @@ async def test_skill_and_memory_tools(hermes_home, tmp_path):
     project = tmp_path / "proj"
     _skill(hermes_home / "skills", "deploy", "Ship to production")
     _skill(project / ".agents" / "skills", "lint", "Run the linters")
-    async with connected(mcp_env(hermes_home)) as client:
+    async with connected(mcp_env(hermes_home), roots=[project]) as client:
         personal = data(await client.call_tool("skills_list", {}))
         both = data(await client.call_tool("skills_list", {"cwd": str(project)}))
         viewed = data(await client.call_tool("skill_view", {"name": "lint", "cwd": str(project)}))

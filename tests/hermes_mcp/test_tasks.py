@@ -1,4 +1,5 @@
-"""The agent over MCP: ask, tasks, progress, cancel, approvals by elicitation and by tool, in both eras."""
+"""The agent over MCP: ask, tasks, progress, cancel, approvals by elicitation, by the user's terminal and
+(with --trust-client-approvals) by tool, in both eras."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ from mcp_types import ElicitResult
 
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.hermes_mcp.harness import ERAS, SECRET_KEY, call, connected, data, error_text, mcp_env
+from tests.hermes_mcp.harness import ERAS, SECRET_KEY, allow_projects, approvals_cli, call, connected, data, error_text, mcp_env
+
+TRUST = ("--trust-client-approvals",)
 
 
 @pytest.fixture
-def project(tmp_path) -> Path:
+def project(tmp_path, hermes_home) -> Path:
+    """A project the user listed in [mcp] projects."""
     root = tmp_path / "project"
     root.mkdir()
     (root / "app.py").write_text("def greet():\n    return 'hi'\n")
+    allow_projects(hermes_home, root)
     return root
 
 
@@ -140,10 +145,33 @@ async def test_denied_by_elicitation_leaves_the_file(hermes_home, project, answe
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_without_elicitation_the_task_waits_and_approval_respond_unblocks_it(hermes_home, project, mode):
+async def test_without_elicitation_the_task_waits_for_the_user_in_a_terminal(hermes_home, project, mode):
     script = [call("write_file", {"path": "todo.md", "content": "- ship it\n"}), {"text": "Created."}]
     with ScriptedOpenAIServer(script) as server:
         async with connected(mcp_env(hermes_home, server.base_url), mode=mode) as client:
+            view = data(await client.call_tool("ask", {"prompt": "add a todo", "cwd": str(project), "wait": 30}))
+            assert view["status"] == "needs_approval"
+            (approval,) = view["approvals"]
+            assert f"hermes-editor approvals allow {approval['approval_id']}" in view["next"]
+            assert "approval_respond" not in view["next"] and "never you" in view["next"]
+            assert not (project / "todo.md").exists()
+            listed = await approvals_cli(hermes_home, "list")
+            assert approval["approval_id"] in listed.stdout and "todo.md" in listed.stdout
+            answered = await approvals_cli(hermes_home, "allow", approval["approval_id"])
+            assert answered.returncode == 0, answered.stderr
+            done = data(await client.call_tool("task_wait", {"task_id": view["task_id"], "wait": 20}))
+    assert done["status"] == "done"
+    assert (project / "todo.md").read_text() == "- ship it\n"
+    async with SessionStore.open() as store:
+        row = await store.get_approval(approval["approval_id"])
+    assert row.status == "allowed" and row.decided_by == "cli"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_with_trust_client_approvals_approval_respond_unblocks_its_own_task(hermes_home, project, mode):
+    script = [call("write_file", {"path": "todo.md", "content": "- ship it\n"}), {"text": "Created."}]
+    with ScriptedOpenAIServer(script) as server:
+        async with connected(mcp_env(hermes_home, server.base_url), mode=mode, args=TRUST) as client:
             loop = asyncio.get_running_loop()
             begun = loop.time()
             view = data(await client.call_tool("ask", {"prompt": "add a todo", "cwd": str(project), "wait": 30}))
@@ -152,6 +180,7 @@ async def test_without_elicitation_the_task_waits_and_approval_respond_unblocks_
             (approval,) = view["approvals"]
             assert approval["task_id"] == view["task_id"] and approval["can_always"] is True
             assert "+- ship it" in approval["diff"] and approval["approval_id"] in view["next"]
+            assert "approval_respond" in view["next"] and "never you" in view["next"]
             listed = data(await client.call_tool("approvals_list", {}))["approvals"]
             assert [a["approval_id"] for a in listed] == [approval["approval_id"]]
             assert listed[0]["surface"] == "mcp" and listed[0]["diff"] == approval["diff"]
@@ -165,7 +194,7 @@ async def test_without_elicitation_the_task_waits_and_approval_respond_unblocks_
     assert (project / "todo.md").read_text() == "- ship it\n"
 
 
-async def test_allow_always_is_remembered_for_the_project(hermes_home, project):
+async def test_allow_always_from_the_terminal_is_remembered_for_the_project(hermes_home, project):
     script = [
         call("write_file", {"path": "a.txt", "content": "a\n"}, "c1"),
         call("write_file", {"path": "b.txt", "content": "b\n"}, "c2"),
@@ -175,7 +204,8 @@ async def test_allow_always_is_remembered_for_the_project(hermes_home, project):
         async with connected(mcp_env(hermes_home, server.base_url)) as client:
             view = data(await client.call_tool("ask", {"prompt": "two files", "cwd": str(project)}))
             (approval,) = view["approvals"]
-            await client.call_tool("approval_respond", {"approval_id": approval["approval_id"], "decision": "allow_always"})
+            answered = await approvals_cli(hermes_home, "allow", approval["approval_id"], "--always")
+            assert answered.returncode == 0, answered.stderr
             done = data(await client.call_tool("task_wait", {"task_id": view["task_id"], "wait": 20}))
     assert done["status"] == "done" and done["approvals"] == []
     assert (project / "b.txt").read_text() == "b\n"
@@ -199,7 +229,7 @@ async def test_a_task_continues_a_stored_session(hermes_home, project):
 
 async def test_errors_the_model_can_act_on(hermes_home, project):
     with ScriptedOpenAIServer([]) as server:
-        async with connected(mcp_env(hermes_home, server.base_url)) as client:
+        async with connected(mcp_env(hermes_home, server.base_url), args=TRUST) as client:
             relative = error_text(await client.call_tool("task_start", {"prompt": "x", "cwd": "project"}))
             missing = error_text(await client.call_tool("task_start", {"prompt": "x"}))
             auto = error_text(await client.call_tool("task_start", {"prompt": "x", "cwd": str(project), "mode": "auto"}))
@@ -209,7 +239,7 @@ async def test_errors_the_model_can_act_on(hermes_home, project):
     assert "cwd is required" in missing
     assert "--allow-auto" in auto
     assert "No session 'nope'" in unknown
-    assert "approvals_list" in bad_id
+    assert "No approval 'nope'" in bad_id
 
 
 async def test_no_model_configured_says_how_to_set_one_up(hermes_home, project):
@@ -230,16 +260,14 @@ async def test_model_errors_reach_the_client_without_the_key(hermes_home, projec
     assert SECRET_KEY not in log and SECRET_KEY not in (hermes_home / "stderr.log").read_text()
 
 
-async def test_cwd_defaults_to_the_clients_root(hermes_home, project):
-    from mcp_types import ListRootsResult, Root
-
-    async def roots(context):
-        return ListRootsResult(roots=[Root(uri=project.as_uri(), name="project")])
-
+@pytest.mark.parametrize("mode", ERAS)
+async def test_cwd_defaults_to_the_clients_root(hermes_home, tmp_path, mode):
+    opened = tmp_path / "opened"
+    opened.mkdir()
     with ScriptedOpenAIServer([{"text": "Here."}]) as server:
-        async with connected(mcp_env(hermes_home, server.base_url), list_roots_callback=roots) as client:
+        async with connected(mcp_env(hermes_home, server.base_url), mode=mode, roots=[opened]) as client:
             view = data(await client.call_tool("ask", {"prompt": "where am I?"}))
-    assert view["status"] == "done" and view["cwd"] == str(project.resolve())
+    assert view["status"] == "done" and view["cwd"] == str(opened.resolve())
 
 
 async def test_big_changes_and_replies_stay_under_100_kb(hermes_home, project):

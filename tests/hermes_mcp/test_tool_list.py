@@ -8,7 +8,7 @@ import pytest
 
 from hermes_mcp.app import build_server
 from hermes_mcp.runtime import Runtime
-from hermes_mcp.tools import TOOL_NAMES, compact_schema
+from hermes_mcp.tools import TOOL_NAMES, compact_schema, tool_names
 from tests.hermes_mcp.harness import ERAS, connected, mcp_env
 
 # name -> (readOnly, destructive, idempotent, openWorld); None where the hint does not apply
@@ -33,11 +33,14 @@ TOOL_LIST_MAX_BYTES = 26_000
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_tools_are_few_short_annotated_and_structured(hermes_home, mode):
-    async with connected(mcp_env(hermes_home), mode=mode) as client:
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_tools_are_few_short_annotated_and_structured(hermes_home, mode, trusted):
+    args = ("--trust-client-approvals",) if trusted else ()
+    async with connected(mcp_env(hermes_home), mode=mode, args=args) as client:
         listed = await client.list_tools()
     tools = {t.name: t for t in listed.tools}
-    assert list(tools) == list(TOOL_NAMES) and len(tools) <= 15
+    assert list(tools) == list(tool_names(trusted)) and len(tools) <= 15
+    assert ("approval_respond" in tools) is trusted, "only an explicit flag lets the client's model answer approvals"
     for name, tool in tools.items():
         assert len(name) <= 16 and tool.description and len(tool.description) < 400, name
         hints = tool.annotations
@@ -49,11 +52,13 @@ async def test_tools_are_few_short_annotated_and_structured(hermes_home, mode):
     assert size < TOOL_LIST_MAX_BYTES, size
 
 
-def test_every_tool_is_async(hermes_home):
-    server = build_server(Runtime())
+@pytest.mark.parametrize("trusted", [False, True])
+def test_every_tool_is_async(hermes_home, trusted):
+    server = build_server(Runtime(trust_client_approvals=trusted))
     registered = server._tool_manager.list_tools()
-    assert [t.name for t in registered] == list(TOOL_NAMES)
+    assert [t.name for t in registered] == list(tool_names(trusted))
     assert all(t.is_async for t in registered)
+    assert len(TOOL_NAMES) == 13 and len(tool_names(True)) == 14
 
 
 def test_compact_schema_keeps_the_meaning():
