@@ -162,6 +162,9 @@ def _http(address: tuple[str, int], options: dict[str, bool]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.state_home import ensure_private_home
+
+    ensure_private_home()
     parser = argparse.ArgumentParser(
         prog="hermes-mcp",
         description="MCP server for Claude Desktop, Cursor and other MCP clients: the Hermes agent, its history, "
