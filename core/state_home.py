@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "PRIVATE_UMASK",
@@ -32,10 +34,10 @@ PRIVATE_UMASK = 0o077
 _user_umask: int | None = None  # the umask the process started with, once ensure_private_home ran
 
 
-def _home() -> Path:
-    # The same rule as core.config.home(), without importing pydantic at start-up.
+def _home() -> str:
+    # The same rule as core.config.home(), without importing pydantic (or pathlib) at start-up.
     env = os.environ.get("HERMES_EDITOR_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".hermes-editor"
+    return os.path.expanduser(env) if env else os.path.join(os.path.expanduser("~"), ".hermes-editor")
 
 
 def ensure_private_home() -> None:
@@ -49,8 +51,8 @@ def ensure_private_home() -> None:
         _user_umask = previous
     path = _home()
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.stat()
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path)
         if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.geteuid():
             os.chmod(path, 0o700)
             print(
@@ -77,11 +79,11 @@ def user_file_mode() -> int:
 
 def make_user_dirs(path: Path) -> None:
     """Create ``path`` and its missing parents with the modes the user's umask gives directories."""
-    missing: list[Path] = []
-    current = Path(path)
-    while not os.path.lexists(current) and current != current.parent:
+    missing: list[str] = []
+    current = os.path.abspath(path)
+    while not os.path.lexists(current) and current != os.path.dirname(current):
         missing.append(current)
-        current = current.parent
+        current = os.path.dirname(current)
     mode = 0o777 & ~user_umask()
     for directory in reversed(missing):
         try:
@@ -94,7 +96,7 @@ def make_user_dirs(path: Path) -> None:
             os.fchmod(fd, mode)
         finally:
             os.close(fd)
-    if not Path(path).is_dir():
+    if not os.path.isdir(path):
         raise FileExistsError(f"{path} exists and is not a directory")
 
 
@@ -112,12 +114,12 @@ def _current_umask() -> int:
     return current
 
 
-@dataclass(slots=True)
 class ModeRepair:
     """What :func:`repair_modes` changed (paths relative to the home) and what it could not."""
 
-    fixed: list[tuple[str, int, int, bool]] = field(default_factory=list)  # path, old mode, new mode, is a directory
-    failed: list[tuple[str, str]] = field(default_factory=list)  # path, why
+    def __init__(self) -> None:
+        self.fixed: list[tuple[str, int, int, bool]] = []  # path, old mode, new mode, is a directory
+        self.failed: list[tuple[str, str]] = []  # path, why
 
     def describe_fixed(self, limit: int = 5) -> str:
         files = sum(not is_dir for *_, is_dir in self.fixed)
@@ -139,7 +141,9 @@ def repair_modes(root: Path | None = None) -> ModeRepair:
 
     Symbolic links are neither followed nor changed; what another user owns is reported, not touched.
     """
-    root = Path(root) if root is not None else _home()
+    from pathlib import Path
+
+    root = Path(root if root is not None else _home())
     report = ModeRepair()
     uid = os.geteuid()
 
