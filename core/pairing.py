@@ -3,8 +3,14 @@
 Default deny. An unknown user who writes to the bot gets a one-time code; the owner runs
 ``hermes-editor pairing approve CODE`` on the machine, which adds the user's numeric id to
 the allowlist. Codes come from ``secrets`` (8 characters, no look-alikes such as 0/O, 1/I/L),
-expire after an hour, at most three wait at once, a user gets a new code at most every few
-minutes, and approvals lock for an hour after repeated wrong codes (guessing is pointless).
+expire after an hour, and approvals lock for an hour after repeated wrong codes (guessing is
+pointless).
+
+Limits are per user, so that strangers cannot lock anyone out: a user holds one live code
+(asking again gives the same one) and gets a new one at most every few minutes. A generous
+global cap bounds a flood from many accounts, and it never refuses: the oldest waiting code
+makes room, so a newcomer always gets a code, and pushing theirs out takes more fresh accounts
+within the hour than the cap.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ __all__ = [
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0 O 1 I L
 CODE_LENGTH = 8
 CODE_TTL = 3600.0
-MAX_PENDING = 3
+# Codes waiting at once, from everyone; past it the oldest is expired, never a newcomer refused.
+MAX_PENDING = 1000
 # A user asking again within this window gets the code they already have, not a new one.
 REISSUE_AFTER = 300.0
 MAX_FAILURES = 5
@@ -58,9 +65,10 @@ class Issued:
 class Pairing:
     """The allowlist (configured ids plus paired users) and the code lifecycle."""
 
-    def __init__(self, store: GatewayStore, configured: list[int] | None = None) -> None:
+    def __init__(self, store: GatewayStore, configured: list[int] | None = None, *, max_pending: int = MAX_PENDING) -> None:
         self._store = store
         self._configured = set(configured or [])
+        self._max_pending = max_pending
 
     async def allowed(self, user_id: int | None) -> bool:
         """Whether this numeric user id may use the bot. Names are never consulted."""
@@ -69,17 +77,17 @@ class Pairing:
         return user_id in self._configured or await self._store.is_user_allowed(user_id)
 
     async def request(self, user_id: int, chat_id: int, name: str | None, *, now: float | None = None) -> Issued:
-        """Give an unknown user a code, reusing a recent one (rate limit) and capping pending codes."""
+        """Give an unknown user a code: their live one if they have one, else a new one (at most
+        one every few minutes per user)."""
         now = time.time() if now is None else now
         last = await self._store.code_for_user(user_id)
         if last is not None and last.status == "pending" and last.expires_at > now:
             return Issued(last.code, last.expires_at)
         if last is not None and now - last.created_at < REISSUE_AFTER:
             return Issued(None, None, "Too many pairing requests; try again in a few minutes.")
-        code = PairingCode(new_code(), user_id, chat_id, name, "pending", now, now + CODE_TTL)
-        if not await self._store.add_code(code, max_pending=MAX_PENDING):
-            return Issued(None, None, "Too many pairing requests are waiting; ask the owner to approve or wait an hour.")
-        return Issued(code.code, code.expires_at)
+        fresh = PairingCode(new_code(), user_id, chat_id, name, "pending", now, now + CODE_TTL)
+        issued = await self._store.issue_code(fresh, max_pending=self._max_pending)
+        return Issued(issued.code, issued.expires_at)
 
     async def approve(self, code: str, *, now: float | None = None) -> PairingCode:
         """Approve a code on the machine; raises PairingError (wrong, expired, locked out)."""

@@ -180,7 +180,8 @@ async def _cron(args: argparse.Namespace) -> int:
                 print("No jobs.")
             for job in found:
                 state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
-                print(f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_id}  {job.project}")
+                made = f"user {job.owner_id}" if job.owner_id is not None else "the owner"
+                print(f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_id}  by {made}  {job.project}")
             return 0
         if action == "runs":
             found_runs = await jobs.runs(args.job_id, limit=max(1, args.limit))

@@ -241,6 +241,8 @@ class Conversations:
         conversation.busy_since = time.time()
         footer = ""
         try:
+            # Tools acting in this turn (the cron tool) act for the user who sent the prompt.
+            await gateway.gateway_store.set_turn_user(conversation.target.key, user_id)
             async for event in gateway.agent.run_turn(session, message):
                 if isinstance(event, TextDelta):
                     stream.text.append(event.text)

@@ -30,7 +30,7 @@ COMMANDS = {
     "mode": "show or set the approval mode: /mode read-only|ask|accept-edits|auto",
     "stop": "stop the reply in progress",
     "undo": "restore the files the last turn changed",
-    "cron": "scheduled jobs: /cron list | add SCHEDULE | PROMPT | pause|resume|remove|run ID",
+    "cron": "your scheduled jobs: /cron list | add SCHEDULE | PROMPT | pause|resume|remove|run|runs ID",
     "whoami": "your user id, this chat, project and session",
     "help": "this list",
 }
@@ -165,19 +165,23 @@ class Commands:
         await self._say(target, f"Resumed {record.title or record.id[:8]} ({len(session.history)} messages, from {record.surface}).")
 
     async def cmd_cron(self, update: Update, target: Target, arg: str) -> None:
+        """Jobs belong to whoever made them; the owner ([gateway] owner) sees and controls all."""
         verb, _, rest = arg.partition(" ")
         verb, rest = verb.lower() or "list", rest.strip()
         jobs = self._gateway.jobs
+        user_id = update.effective_user.id if update.effective_user else -1
+        owner = self._gateway.config.gateway.owner
         if verb == "list":
-            found = await jobs.list_jobs()
+            found = [job for job in await jobs.list_jobs() if job.controlled_by(user_id, owner)]
             if not found:
-                await self._say(target, "No jobs. Add one: /cron add daily at 09:00 | summarise yesterday's commits")
+                await self._say(target, "No jobs of yours. Add one: /cron add daily at 09:00 | summarise yesterday's commits")
                 return
             grace = int(self._gateway.config.cron.catch_up_grace)
             lines = [f"Jobs (missed runs catch up once within {grace}s):"]
             for job in found:
                 state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
-                lines.append(f"`{job.id}` {job.name} — {job.parsed.describe()}, {state}")
+                mine = "" if job.owner_id == user_id else f" (by {job.owner_id})" if job.owner_id is not None else " (made on the machine)"
+                lines.append(f"`{job.id}` {job.name} — {job.parsed.describe()}, {state}{mine}")
             await self._say(target, "\n".join(lines))
             return
         if verb == "add":
@@ -200,21 +204,44 @@ class Commands:
                 project=self._gateway.projects[conversation.project],
                 chat_id=target.chat_id,
                 thread_id=target.thread_id,
+                owner_id=user_id,
             )
             await self._say(target, f"Added job `{job.id}`: {schedule.describe()}; next {fmt_time(job.next_run_at, tz)}.")
             return
-        if verb in ("pause", "resume", "remove", "run") and rest:
-            await self._say(target, await self._job_action(verb, rest))
+        if verb in ("pause", "resume", "remove", "run", "runs") and rest:
+            await self._say(target, await self._job_action(verb, rest.split()[0], user_id, owner))
             return
         await self._say(target, COMMANDS["cron"])
 
-    async def _job_action(self, verb: str, job_id: str) -> str:
+    async def _job_action(self, verb: str, job_id: str, user_id: int, owner: int | None) -> str:
         jobs = self._gateway.jobs
+        job = await jobs.get_job(job_id)
+        if job is None:
+            return f"No job {job_id}. /cron list shows yours."
+        if not job.controlled_by(user_id, owner):
+            return (
+                f"Job {job_id} is not yours: you can see and control only the jobs you made "
+                "(the bot's owner controls all). /cron list shows yours."
+            )
+        if verb == "runs":
+            return runs_text(job, await jobs.runs(job.id, limit=5))
         if verb == "remove":
             return "Removed." if await jobs.remove_job(job_id) else f"No job {job_id}."
         if verb == "run":
             run = await jobs.request_run(job_id)
+            self._gateway.scheduler.wake()
             return f"Queued a run of {job_id}." if run else f"No job {job_id}."
         done = await jobs.set_paused(job_id, verb == "pause")
         return ("Paused." if verb == "pause" else "Resumed.") if done else f"No job {job_id}."
 
+
+def runs_text(job, runs) -> str:
+    """A job's recent runs and what they said, newest first."""
+    if not runs:
+        return f"{job.name} ({job.id}) has not run yet."
+    lines = [f"Recent runs of {job.name} ({job.id}):"]
+    for run in runs:
+        when = time.strftime("%m-%d %H:%M", time.localtime(run.scheduled_at))
+        said = (run.error or run.result or "").strip().replace("\n", " ")
+        lines.append(f"{when} {run.status}" + (f": {said[:300]}" if said else ""))
+    return "\n".join(lines)

@@ -21,7 +21,7 @@ class PairingCode:
     user_id: int
     chat_id: int
     name: str | None
-    status: str  # pending | approved | rejected
+    status: str  # pending | approved | rejected | expired (made room for newer codes)
     created_at: float
     expires_at: float
 
@@ -57,23 +57,39 @@ class GatewayStore:
         )
         return PairingCode(**dict(row)) if row else None
 
-    async def add_code(self, code: PairingCode, *, max_pending: int) -> bool:
-        """Insert a code unless ``max_pending`` unexpired codes already wait (checked in the same transaction)."""
+    async def issue_code(self, code: PairingCode, *, max_pending: int) -> PairingCode:
+        """The user's live code if they have one; else ``code``, inserted. At most ``max_pending``
+        codes wait at once: past that the oldest are expired to make room, so that a flood of
+        strangers can never keep a newcomer from getting a code. One transaction."""
 
-        async def body(conn: aiosqlite.Connection) -> bool:
+        async def body(conn: aiosqlite.Connection) -> PairingCode:
+            now = code.created_at
             async with conn.execute(
-                "SELECT COUNT(*) FROM pairing_codes WHERE status = 'pending' AND expires_at > ?", (code.created_at,)
+                "SELECT * FROM pairing_codes WHERE user_id = ? AND status = 'pending' AND expires_at > ?"
+                " ORDER BY created_at DESC LIMIT 1",
+                (code.user_id, now),
+            ) as cursor:
+                live = await cursor.fetchone()
+            if live is not None:
+                return PairingCode(**dict(live))
+            async with conn.execute(
+                "SELECT COUNT(*) FROM pairing_codes WHERE status = 'pending' AND expires_at > ?", (now,)
             ) as cursor:
                 (count,) = await cursor.fetchone()  # type: ignore[misc]
             if count >= max_pending:
-                return False
+                await _exec(
+                    conn,
+                    "UPDATE pairing_codes SET status = 'expired' WHERE code IN (SELECT code FROM pairing_codes"
+                    " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, rowid LIMIT ?)",
+                    (now, count - max_pending + 1),
+                )
             await _exec(
                 conn,
                 "INSERT INTO pairing_codes (code, user_id, chat_id, name, status, created_at, expires_at)"
                 " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
                 (code.code, code.user_id, code.chat_id, code.name, code.created_at, code.expires_at),
             )
-            return True
+            return code
 
         return await self._store._write(body)
 
@@ -143,6 +159,21 @@ class GatewayStore:
             )
 
         await self._store._write(body)
+
+    async def set_turn_user(self, chat_key: str, user_id: int) -> None:
+        """Record whose turn runs in this chat now (tools acting in the turn act for them)."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(conn, "UPDATE gateway_chats SET turn_user = ? WHERE chat_key = ?", (user_id, chat_key))
+
+        await self._store._write(body)
+
+    async def session_chats(self, session_id: str) -> list[tuple[str, int | None]]:
+        """(chat key, user of its turn) for every chat bound to ``session_id``."""
+        rows = await self._store._fetchall(
+            "SELECT chat_key, turn_user FROM gateway_chats WHERE session_id = ? ORDER BY chat_key", (session_id,)
+        )
+        return [(r["chat_key"], r["turn_user"]) for r in rows]
 
     # -- remote approvals -----------------------------------------------------------------
 

@@ -44,6 +44,8 @@ class JobRecord:
     created_at: float
     next_run_at: float | None
     last_run_at: float | None
+    # The chat user who made it; None: made on the machine (CLI, editor, MCP), the owner's.
+    owner_id: int | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> JobRecord:
@@ -52,6 +54,13 @@ class JobRecord:
     @property
     def parsed(self) -> Schedule:
         return Schedule.from_text(self.schedule)
+
+    def controlled_by(self, user_id: int | None, owner: int | None) -> bool:
+        """Whether ``user_id`` may see and control this job: the gateway's ``owner`` and the
+        machine (``user_id`` None) control every job; any other chat user only the jobs they made."""
+        if user_id is None or (owner is not None and user_id == owner):
+            return True
+        return self.owner_id is not None and self.owner_id == user_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +109,11 @@ class JobStore:
         mode: str = "read-only",
         chat_id: int | None = None,
         thread_id: int | None = None,
+        owner_id: int | None = None,
         now: float | None = None,
     ) -> JobRecord:
-        """Create a job; its first fire time is computed from ``now``."""
+        """Create a job for ``owner_id`` (a chat user; None: the owner); its first fire time is
+        computed from ``now``."""
         now = time.time() if now is None else now
         job_id = uuid.uuid4().hex[:8]
         first = next_fire(schedule, now, anchor=now, tz=timezone)
@@ -111,8 +122,8 @@ class JobStore:
             await _exec(
                 conn,
                 "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_id, thread_id,"
-                " paused, created_at, next_run_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-                (job_id, name, schedule.text, timezone, prompt, project, mode, chat_id, thread_id, now, first),
+                " paused, created_at, next_run_at, owner_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                (job_id, name, schedule.text, timezone, prompt, project, mode, chat_id, thread_id, now, first, owner_id),
             )
 
         await self._store._write(body)

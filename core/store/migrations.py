@@ -300,3 +300,20 @@ async def m004_approval_always(conn: aiosqlite.Connection) -> None:
     # Whether an answer was "always": the asking process remembers it as a rule, wherever the
     # answer came from (another editor window, hermes-mcp, the gateway).
     await _run(conn, ["ALTER TABLE approvals ADD COLUMN always INTEGER NOT NULL DEFAULT 0"])
+
+
+@migration
+async def m005_cron_job_owner(conn: aiosqlite.Connection) -> None:
+    # A job belongs to the chat user who made it (owner_id); NULL means it was made on the
+    # machine (CLI, editor, MCP) and belongs to the gateway's owner, as every older job now does.
+    # gateway_chats.turn_user is the user whose turn runs in that chat, so that a tool acting
+    # during the turn (the cron tool) knows for whom.
+    await _run(
+        conn,
+        [
+            "ALTER TABLE cron_jobs ADD COLUMN owner_id INTEGER",
+            "ALTER TABLE gateway_chats ADD COLUMN turn_user INTEGER",
+            "CREATE INDEX pairing_codes_user ON pairing_codes (user_id, created_at)",
+            "CREATE INDEX pairing_codes_pending ON pairing_codes (status, expires_at)",
+        ],
+    )

@@ -1,4 +1,4 @@
-"""Pairing codes: CSPRNG, no look-alikes, expiry, rate limits, a pending cap, lockout."""
+"""Pairing codes: CSPRNG, no look-alikes, expiry, per-user limits, a flood cap that never refuses, lockout."""
 
 from __future__ import annotations
 
@@ -50,10 +50,34 @@ async def test_codes_expire_and_are_rate_limited(pairing):
     assert limited.code is None and "try again" in limited.reason
 
 
-async def test_at_most_three_pending(pairing):
-    codes = [await pairing.request(100 + i, 100 + i, None, now=1000.0) for i in range(4)]
-    assert all(c.code for c in codes[:3]) and codes[3].code is None and "waiting" in codes[3].reason
-    assert len(await pairing.pending(now=1001.0)) == 3
+async def test_limits_are_per_user_so_strangers_cannot_lock_out_a_newcomer(pairing):
+    # Five strangers each hold a code; asking again (100 times) gives the same one, never another.
+    codes = [await pairing.request(100 + i, 100 + i, None, now=1000.0) for i in range(5)]
+    assert all(c.code for c in codes) and len({c.code for c in codes}) == 5
+    for _ in range(100):
+        again = await pairing.request(100, 100, None, now=1001.0)
+        assert again.code == codes[0].code
+    assert len(await pairing.pending(now=1002.0)) == 5
+    # A newcomer still gets a code, and the owner can approve it.
+    newcomer = await pairing.request(900, 900, "New", now=1003.0)
+    assert newcomer.code
+    await pairing.approve(newcomer.code, now=1004.0)
+    assert await pairing.allowed(900)
+
+
+async def test_a_flood_past_the_global_cap_expires_the_oldest_and_never_refuses(hermes_home):
+    async with SessionStore.open() as store:
+        pairing = Pairing(GatewayStore(store), max_pending=3)
+        flood = [await pairing.request(200 + i, 200 + i, None, now=1000.0 + i) for i in range(6)]
+        assert all(c.code for c in flood)
+        waiting = await pairing.pending(now=1010.0)
+        assert [c.user_id for c in waiting] == [203, 204, 205]  # the oldest made room
+        newcomer = await pairing.request(999, 999, None, now=1011.0)
+        assert newcomer.code and (await pairing.approve(newcomer.code, now=1012.0)).user_id == 999
+        with pytest.raises(PairingError, match="No pending"):
+            await pairing.approve(flood[0].code, now=1013.0)
+        # The pushed-out stranger is not handed a new code at once (the per-user rate limit holds).
+        assert (await pairing.request(200, 200, None, now=1014.0)).code is None
 
 
 async def test_lockout_after_repeated_wrong_codes(pairing):
