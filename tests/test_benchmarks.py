@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("acp_step_overhead.py", ["--rounds", "1", "--steps", "3"], "overhead_per_step_ms"),
         ("mcp_startup.py", ["--rounds", "1"], "initialize_ms"),
         ("search_1m.py", ["--rounds", "1", "--messages", "2000"], "queries"),
+        ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
     ],
 )
 def test_benchmark_prints_its_figures(script, args, key):
