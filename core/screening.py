@@ -9,6 +9,7 @@ names the file and line so that the user can be told.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -226,12 +227,13 @@ _CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (LOOSEN, r"\b(?:edit|write|modify|change|append|overwrite|update|echo|tee|sed|printf|cat)\w*\b[^\n]*(?:\.hermes-editor\b|hermes_editor_home)"),
     )
 )
-# "Never run `curl … | sh`" and "don't switch to auto mode" warn rather than instruct.
+# "Never run `curl … | sh`" and "don't switch to auto mode" warn rather than instruct. Only the
+# words right before a match count ("don't forget to switch to auto" still instructs), and a
+# pattern that starts with its own negation ("don't ask for approval") is never excused.
 _NEGATED = re.compile(
     r"\b(?:never|do\s*n[o']?t|must\s*n[o']?t|must\s+not|should\s*n[o']?t|should\s+not|avoid|refuse\s+to)\s+(?:ever\s+)?"
     r"(?:(?:run|use|execute|pipe|approve|allow|switch|set|change|disable|turn|bypass|skip|add|edit|upload|send|post|install|enable|type|paste|copy)\w*\s+)?$"
 )
-_UNNEGATABLE = {LOOSEN}  # "don't ask for approval" is itself the instruction
 
 _DOWNLOAD_TO = re.compile(
     r"\b(?:curl|wget|aria2c|iwr|invoke-webrequest|certutil)\b[^\n]*?(?:\s-o\s*|\s--output(?:-document)?[=\s]|\s-outfile\s+)([^\s;&|\"')]+)"
@@ -272,14 +274,12 @@ def _units(lines: list[str]) -> list[tuple[int, int]]:
 
 
 def _digest(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _match(label: str, pattern: re.Pattern[str], text: str) -> bool:
+def _match(pattern: re.Pattern[str], text: str) -> bool:
     for found in pattern.finditer(text):
-        if label in _UNNEGATABLE or not _NEGATED.search(text[max(0, found.start() - 60) : found.start()]):
+        if not _NEGATED.search(text[max(0, found.start() - 60) : found.start()]):
             return True
     return False
 
@@ -290,7 +290,7 @@ def _learned_flags(lines: list[str], source: str) -> list[tuple[Flagged, tuple[i
     folded = [" ".join(_fold(lines[i].rstrip().rstrip("\\^")) for i in range(a, b + 1)) for a, b in units]
     flags: list[tuple[Flagged, tuple[int, ...]]] = []
     for (first, last), text in zip(units, folded):
-        labels = [label for label, pattern in _CHECKS if _match(label, pattern, text)]
+        labels = [label for label, pattern in _CHECKS if _match(pattern, text)]
         if labels:
             excerpt = " ".join(" ".join(lines[i].split()) for i in range(first, last + 1))
             excerpt = excerpt if len(excerpt) <= 100 else excerpt[:97] + "…"
@@ -310,7 +310,8 @@ def _learned_flags(lines: list[str], source: str) -> list[tuple[Flagged, tuple[i
             covered = tuple(sorted(set(range(start, stop + 1)) | set(range(first, last + 1))))
             if any(first in done for _, done in flags):
                 break  # this line is already flagged
-            excerpt = " … ".join(dict.fromkeys(" ".join(lines[i].split())[:60] for i in (start, first)))
+            shown = [" ".join(lines[i].split()) for i in dict.fromkeys((start, first))]
+            excerpt = " … ".join(line if len(line) <= 100 // len(shown) else line[: 100 // len(shown) - 1] + "…" for line in shown)
             digest = _digest(folded[origin] + "\n" + text if origin != position else text)
             flags.append((Flagged(Finding(source, first + 1, f"{FETCH_RUN}: “{excerpt}”"), digest), covered))
             break

@@ -1,4 +1,5 @@
-"""``hermes-editor memory show|log|revert``: what the agent remembers, who changed it, and undo."""
+"""``hermes-editor memory show|log|revert|approve``: what the agent remembers, who changed it,
+undo, and keeping lines that screening would remove from prompts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     log.add_argument("--limit", type=int, default=30)
     revert = actions.add_parser("revert", help="undo one change by its id (from 'memory log')")
     revert.add_argument("id")
+    approve = actions.add_parser("approve", help="keep flagged lines you wrote yourself (screening removes them from prompts)")
+    approve.add_argument("--yes", action="store_true", help="approve every flagged line without asking")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +45,14 @@ def run(args: argparse.Namespace) -> int:
             if entry.after is not None:
                 print(f"    + {entry.after}")
         return 0
+    if action == "approve":
+        from hermes_cli.skills_cmd import approve_flagged
+
+        texts = []
+        for kind in memory.FILES:
+            path = memory.memory_path(kind)
+            texts.append((path.read_text(encoding="utf-8") if path.is_file() else "", str(path)))
+        return approve_flagged(texts, args.yes)
     try:
         change = memory.revert(args.id)
     except memory.MemoryError as exc:

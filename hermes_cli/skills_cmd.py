@@ -1,4 +1,5 @@
-"""``hermes-editor skills list|show|prune``: see skills and their use; curate the agent's own."""
+"""``hermes-editor skills list|show|prune|approve``: see skills and their use; curate the agent's
+own; keep flagged steps of a personal skill that screening would remove from prompts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     show = actions.add_parser("show", help="print one skill")
     show.add_argument("name")
     show.add_argument("--project", default=".")
+    approve = actions.add_parser("approve", help="keep a personal skill's flagged steps (screening removes them from prompts)")
+    approve.add_argument("name")
+    approve.add_argument("--yes", action="store_true", help="approve every flagged step without asking")
     prune = actions.add_parser("prune", help="archive unused agent-written skills, merge near-duplicates (asks first)")
     prune.add_argument("--days", type=float, default=30, help="unused for this many days (default 30)")
     prune.add_argument("--yes", action="store_true", help="accept every proposal without asking")
@@ -47,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(skills.view(found))
         return 0
+    if action == "approve":
+        found = skills.find(args.name)
+        if found is None or found.origin != "personal":
+            print(f"No personal skill named {args.name!r} (project and bundled skills are not screened this way).", file=sys.stderr)
+            return 1
+        return approve_flagged([(found.path.read_text(encoding="utf-8"), str(found.path))], args.yes)
     from core import curator
 
     proposals = curator.proposals(unused_days=args.days)
@@ -61,3 +71,26 @@ def run(args: argparse.Namespace) -> int:
                 continue
         print("  " + curator.apply(proposal))
     return 0
+
+
+def approve_flagged(texts: list[tuple[str, str]], yes: bool) -> int:
+    """Show each flagged passage of ``texts`` ((text, source) pairs) and remember the ones the
+    user approves, so that prompts keep them; 0 when nothing is left flagged."""
+    from core import learning_gate
+    from core.screening import review_learned
+
+    accepted = learning_gate.approved()
+    flags = [flag for text, source in texts for flag in review_learned(text, source, accepted)[1]]
+    if not flags:
+        print("Nothing is flagged: every line reaches the prompt as written.")
+        return 0
+    left = 0
+    for flag in flags:
+        print(flag.finding.describe())
+        if not yes and input("  keep it in prompts? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("  still removed from prompts")
+            left += 1
+            continue
+        learning_gate.remember([flag], "cli")
+        print("  approved")
+    return 1 if left else 0
