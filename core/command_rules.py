@@ -1,74 +1,44 @@
 """Grades a parsed command line for the approval policy: safe, normal, dangerous or hard.
 
-- safe: only reads (``ls``, ``cat``, read-only ``git``, ``grep``) or runs the project's tests
-  and checkers; may run unasked in ``accept-edits``.
-- normal: anything else that stays in the project; asks unless the mode is ``auto``.
-- dangerous: destroys data or reaches past the project (recursive ``rm``, force push, hard
-  reset, ``chmod -R``, ``curl | sh``, ``dd``, system paths, SQL DROP/TRUNCATE, killing
-  processes, ``sudo``); always asks, and "always allow" is never offered.
+- safe: only reads. No project code runs and no option executes code or writes (``ls``,
+  ``cat``, read-only ``git``, ``grep``, ``sed -n``, ``ruff check``).
+- normal: anything else that stays in the project, the project's own code included (``pytest``,
+  ``make test``, ``npm test``, ``python -c``); it writes, builds or runs things.
+- dangerous: destroys data, reaches past the project or runs what cannot be checked (recursive
+  ``rm``, force push, ``curl | sh``, ``git -c core.fsmonitor=...``, ``sed e``, code fed to a
+  shell from a pipe, variables such as ``LD_PRELOAD``, ``sudo``); always asks.
 - hard: wrecks the machine (``rm -rf /`` or ``~``, fork bombs, ``mkfs``, raw writes to disks,
   shutdown); refused even if approved.
 
-Wrappers are looked through (``sudo``, ``env``, ``timeout``, ``xargs``, ``uv run`` ...), and
-so are the commands a command runs (``sh -c``, ``eval``, ``find -exec``, ``$(...)``,
-here-documents fed to a shell).
+Besides the level: the files it writes and reads (globs expanded, ``curl -d @file`` included)
+and whether it reaches the network. Wrappers are looked through (``sudo``, ``env``, ``timeout``,
+``xargs``, ``busybox``, ``uv run`` ...), and so are the commands a command runs (``sh -c``,
+``eval``, ``find -exec``, ``$(...)``, aliases, here-documents fed to a shell). This layer
+explains; the OS sandbox enforces.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from core import command_args as args_
+from core.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects
+from core.command_tables import (
+    AWKS, DOWNLOADERS, HARMLESS_GIT_VARIABLES, INLINE_CODE, INTERPRETERS, LOOKUP_VARIABLES, NETWORK_SCHEMES,
+    PYTHON_MODULES, PYTHON_MODULES_CODE, PYTHON_MODULES_READ, READERS, RUNS_PROJECT_CODE, SHELLS,
+    SUBCOMMAND_READS, SUBCOMMAND_RUNS_CODE, git_key_runs_code, network_use, variable_runs_code,
+)
 from core.commands import ParseError, Script, SimpleCommand, parse
 
 __all__ = ["Assessment", "Level", "assess", "rule_key"]
 
 Level = Literal["safe", "normal", "dangerous", "hard"]
-SAFE, NORMAL, DANGEROUS, HARD = 0, 1, 2, 3
 _NAMES: tuple[Level, ...] = ("safe", "normal", "dangerous", "hard")
-
-SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"}
-INTERPRETERS = SHELLS | {"python", "python2", "python3", "perl", "ruby", "node", "php", "lua", "pwsh", "source", ".", "eval"}
-DOWNLOADERS = {"curl", "wget", "fetch", "aria2c", "http", "https", "xh"}
-SAFE_PROGRAMS = {
-    "ls", "dir", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "ag", "ack", "pwd", "echo", "printf",
-    "which", "whereis", "type", "whoami", "id", "date", "uname", "hostname", "printenv", "file", "stat", "du", "df",
-    "tree", "diff", "cmp", "uniq", "cut", "tr", "basename", "dirname", "realpath", "readlink", "jq", "true", "false",
-    "test", "[", "seq", "md5sum", "sha1sum", "sha256sum", "shasum", "cksum", "xxd", "hexdump", "od", "strings", "nl",
-    "column", "comm", "join", "paste", "fold", "tac", "rev", "sleep", "cd", "pushd", "popd", "export", "set", "unset",
-    "alias", ":", "less", "more", "ps", "free", "uptime", "nproc", "arch", "groups", "exit", "local", "declare",
-    "read", "wait", "jobs", "command", "env", "ruff", "mypy", "pyright", "flake8", "pylint", "pyflakes",
-    "pycodestyle", "pytest", "py.test", "jest", "vitest", "mocha", "ava", "rspec", "phpunit", "ctest", "tsc",
-    "eslint", "black", "isort", "prettier", "lint-imports", "sort", "sed", "find", "fd", "git", "cargo", "go",
-    "npm", "yarn", "pnpm", "bun", "make", "python", "python3", "node", "dotnet", "mvn", "gradle", "gradlew",
-    "mix", "deno",
-}
-# Programs named above whose arguments decide: the first word after them that makes them safe.
-_SAFE_SUBCOMMANDS = {
-    "cargo": {"test", "check", "clippy", "tree", "metadata", "--version"},
-    "go": {"test", "vet", "list", "version", "env"},
-    "npm": {"test", "t", "ls", "list", "outdated", "view", "--version"},
-    "yarn": {"test", "list", "--version"},
-    "pnpm": {"test", "list", "ls", "--version"},
-    "bun": {"test", "--version"},
-    "make": {"test", "check", "-n"},
-    "dotnet": {"test"},
-    "mvn": {"test", "verify"},
-    "gradle": {"test", "check"},
-    "gradlew": {"test", "check"},
-    "mix": {"test"},
-    "deno": {"test", "check", "lint"},
-    "ruff": {"check", "--version"},
-}
-_FIX_FLAGS = {"--fix", "--fix-only", "--unsafe-fixes", "--write", "-w"}
-_GIT_READ = {
-    "status", "diff", "log", "show", "blame", "shortlog", "describe", "rev-parse", "ls-files", "ls-tree", "ls-remote",
-    "cat-file", "show-ref", "merge-base", "for-each-ref", "rev-list", "name-rev", "whatchanged", "diff-tree",
-    "diff-index", "diff-files", "count-objects", "version", "help", "check-ignore", "grep", "--version",
-}
 _SUBCOMMAND_PROGRAMS = {
     "git", "npm", "yarn", "pnpm", "bun", "cargo", "go", "docker", "kubectl", "uv", "poetry", "pip", "pip3", "make",
     "gh", "dotnet", "mvn", "gradle", "gradlew", "bundle", "rails", "rake", "terraform", "helm", "brew", "apt",
@@ -93,6 +63,7 @@ _FORK_CODE = re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(true|1)\s*\)?\s*:?\
 _OPTIONS_WITH_VALUES = {
     "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--chdir", "--prompt", "--host"},
     "doas": {"-u", "-C"},
+    "runuser": {"-u", "-g", "-G", "--user", "--group", "--supp-group"},
     "nice": {"-n", "--adjustment"},
     "ionice": {"-c", "-n", "-t", "--class", "--classdata"},
     "timeout": {"-s", "--signal", "-k", "--kill-after"},
@@ -101,14 +72,33 @@ _OPTIONS_WITH_VALUES = {
     "flock": {"-w", "-E", "--timeout", "--conflict-exit-code"},
     "time": {"-f", "-o", "--format", "--output"},
     "exec": {"-a"},
-    "xargs": {"-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file", "--replace", "--max-lines"},
+    "xargs": {"-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file", "--max-lines"},
     "env": {"-u", "--unset", "-C", "--chdir"},
     "npx": {"-p", "--package"},
     "watch": {"-n", "--interval", "-q", "--equexit"},
+    "unshare": {"-S", "-G", "-R", "-w", "--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups"},
+    "nsenter": {"-t", "-S", "-G", "--target", "--setuid", "--setgid"},
+    "chroot": {"--userspec", "--groups"},
+    "systemd-run": {"-u", "-p", "-E", "-M", "-H", "--unit", "--property", "--setenv", "--machine", "--host", "--uid", "--gid", "--nice", "--slice", "--description", "--working-directory"},
+    "strace": {"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-X", "--output"},
+    "ltrace": {"-o", "-e", "-p", "-s", "-u", "-a", "-n", "--output"},
+    "firejail": set(), "flatpak-spawn": set(), "torsocks": set(), "proxychains": {"-f"}, "proxychains4": {"-f"},
     "nohup": set(), "setsid": set(), "builtin": set(), "command": set(), "unbuffer": set(), "caffeinate": set(), "bunx": set(), "pnpx": set(),
+    "fakeroot": set(), "dbus-run-session": set(), "xvfb-run": set(), "catchsegv": set(), "uvx": {"--from", "--with", "-p", "--python"},
 }
-_POSITIONALS = {"timeout": 1, "gtimeout": 1, "flock": 1, "chrt": 1, "taskset": 1}
+_POSITIONALS = {"timeout": 1, "gtimeout": 1, "flock": 1, "chrt": 1, "taskset": 1, "chroot": 1}
 _RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("hatch", "run"), ("rye", "run"), ("bundle", "exec"), ("pnpm", "exec"), ("npm", "exec"), ("yarn", "exec")}
+_ELSEWHERE = {"unshare", "nsenter", "chroot", "systemd-run", "flatpak-spawn"}  # run past the sandbox or as a service
+_BWRAP_ARITY = {
+    **dict.fromkeys(("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--dev-bind-try", "--symlink", "--setenv", "--file", "--bind-data", "--ro-bind-data", "--chmod"), 2),
+    **dict.fromkeys(("--chdir", "--tmpfs", "--proc", "--dev", "--dir", "--uid", "--gid", "--hostname", "--unsetenv", "--lock-file", "--seccomp", "--args", "--cap-add", "--cap-drop", "--perms", "--size", "--remount-ro", "--exec-label", "--file-label", "--userns", "--userns2", "--pidns", "--sync-fd", "--info-fd", "--json-status-fd", "--block-fd", "--userns-block-fd", "--overlay-src", "--tmp-overlay", "--ro-overlay", "--mqueue", "--argv0"), 1),
+    "--overlay": 3,
+}
+_SETTERS = {"export", "declare", "typeset", "local", "readonly"}
+# Variables a command substitutes that the line itself cannot have crafted.
+_UNCHECKED = re.compile(r"\$\(|`|\$\{?(?!(?:HOME|PWD|USER|LOGNAME|TMPDIR|OLDPWD)\b)[A-Za-z_@*#?!0-9-]")
+_STDIN_INTERPRETERS = {"python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "osascript", "tclsh"}
+_REMOTE = re.compile(r"^(?:[\w.+-]+@)?[\w.-]+:(?!//)|^[\w.-]+::|^rsync://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +108,11 @@ class Assessment:
     level: Level
     reason: str
     writes: tuple[Path, ...] = ()  # files it writes (redirections, arguments of writing programs)
-    reads: tuple[Path, ...] = ()  # existing files named as arguments
+    reads: tuple[Path, ...] = ()  # existing files and directories it names (globs expanded)
     keys: tuple[str, ...] = ()  # "program [subcommand]" of each command that is not safe
     all_keys: tuple[str, ...] = ()  # the same for every command
     programs: tuple[str, ...] = ()
+    network: bool = False  # some command in it reaches the network, as far as can be told
 
 
 def assess(command: str, cwd: Path, roots: list[Path] | None = None, home: Path | None = None) -> Assessment:
@@ -158,21 +149,12 @@ def rule_key(argv: list[str]) -> str:
 
 
 def _skip_git_globals(args: list[str]) -> list[str]:
-    out, i = [], 0
-    while i < len(args):
-        if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
-            i += 2
-            continue
-        if args[i].startswith("-") and not out:
-            i += 1
-            continue
-        out.append(args[i])
-        i += 1
-    return out
+    return args_.git_globals(args)[3]
 
 
-def _skip_options(args: list[str], with_values: set[str], positionals: int = 0) -> list[str]:
-    i = 0
+def _skip_options(args: list[str], with_values: set[str], positionals: int = 0) -> tuple[list[str], list[str]]:
+    """A wrapper's command (after its options and ``NAME=VALUE`` words), and those assignments."""
+    i, assignments = 0, []
     while i < len(args):
         word = args[i]
         if word == "--":
@@ -182,10 +164,16 @@ def _skip_options(args: list[str], with_values: set[str], positionals: int = 0) 
             i += 2 if word in with_values else 1
             continue
         if "=" in word and word.split("=", 1)[0].isidentifier():  # env NAME=VALUE
+            assignments.append(word)
             i += 1
             continue
         break
-    return args[i + positionals :]
+    return args[i + positionals :], assignments
+
+
+def _unchecked(word: str) -> bool:
+    """Whether this shell substitutes something into ``word`` that the line did not spell out."""
+    return bool(getattr(word, "expanded", False)) and bool(_UNCHECKED.search(word))
 
 
 @dataclass(slots=True)
@@ -199,13 +187,31 @@ class _Judge:
     keys: list[str] = field(default_factory=list)
     all_keys: list[str] = field(default_factory=list)
     programs: list[str] = field(default_factory=list)
+    network: bool = False
+    aliases: dict[str, str] = field(default_factory=dict)
+    expanding: set[str] = field(default_factory=set)
+    current: int = SAFE  # the highest level flagged for the command being judged
 
     def flag(self, level: int, reason: str) -> None:
+        self.current = max(self.current, level)
         if level > self.level:
             self.level, self.reason = level, reason
 
     def result(self) -> Assessment:
-        return Assessment(_NAMES[self.level], self.reason, tuple(self.writes), tuple(self.reads[:50]), tuple(dict.fromkeys(self.keys)), tuple(dict.fromkeys(self.all_keys)), tuple(dict.fromkeys(self.programs)))
+        reads = tuple(dict.fromkeys(self.reads))[:1000]
+        return Assessment(_NAMES[self.level], self.reason, tuple(dict.fromkeys(self.writes)), reads, tuple(dict.fromkeys(self.keys)), tuple(dict.fromkeys(self.all_keys)), tuple(dict.fromkeys(self.programs)), self.network)
+
+    def apply(self, effects: Effects, cwd: Path, privileged: bool = False, *, sends: bool = False) -> None:
+        """Take in what an inspector found; ``sends``: its reads leave the machine, so they count
+        even before the file exists (it may be made earlier in the line)."""
+        self.flag(effects.level, effects.reason)
+        for word in effects.writes:
+            self._write(word, cwd)
+        for word in effects.reads:
+            self._read(word, cwd, exists=not sends)
+        self.network |= effects.network
+        for text in effects.runs:
+            self.nested_text(text, cwd, privileged)
 
     # --- walking -----------------------------------------------------------------------
 
@@ -217,8 +223,15 @@ class _Judge:
         for command in script.commands:
             for nested in command.nested:
                 self.script(nested, cwd, privileged=privileged)
+            if not command.words:
+                self._assignments(command.assignments, cwd)
             self._redirects(command, cwd)
             if command.words:
+                if command.words[0] == "alias":
+                    for word in command.words[1:]:
+                        name, eq, body = word.partition("=")
+                        if eq:
+                            self.aliases[name] = body
                 self.run(list(command.words), command, script, cwd, privileged)
                 if command.words[0] in ("cd", "pushd"):
                     target = command.words[1] if len(command.words) > 1 else "~"
@@ -232,11 +245,29 @@ class _Judge:
             if _FORK_TEXT.search(text):
                 self.flag(HARD, "a fork bomb")
 
-    def run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool) -> None:
-        """Judge one program run, looking through wrappers and into the commands it runs."""
+    def run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: tuple[str, str | None] | None = None) -> None:
+        """Judge one program run, looking through wrappers and into the commands it runs.
+
+        ``source`` says where its arguments come from: ("input", replace-string) under xargs,
+        ("placeholder", "{}") under find -exec and fd -x.
+        """
+        outer, self.current = self.current, SAFE
+        try:
+            self._run(argv, command, script, cwd, privileged, source)
+        finally:
+            self.current = max(outer, self.current)
+
+    def _run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: tuple[str, str | None] | None) -> None:
+        self._assignments(command.assignments, cwd)
         while argv:
+            if argv[0] in self.aliases and argv[0] not in self.expanding:
+                name = argv[0]
+                self.expanding.add(name)
+                self.nested_text(" ".join([self.aliases[name], *map(shlex.quote, argv[1:])]), cwd, privileged)
+                self.expanding.discard(name)
+                return
             prog = os.path.basename(argv[0])
-            if prog in ("sudo", "doas", "pkexec", "su"):
+            if prog in ("sudo", "doas", "pkexec", "su", "runuser"):
                 privileged = True
                 if prog == "su":
                     if "-c" in argv[:-1]:
@@ -244,76 +275,241 @@ class _Judge:
                     return self.flag(DANGEROUS, "it opens a root shell (su)")
                 if any(a in ("-s", "-i", "--shell", "--login") for a in argv[1:2]):
                     return self.flag(DANGEROUS, f"it opens a root shell ({prog})")
-                argv = _skip_options(argv[1:], _OPTIONS_WITH_VALUES.get(prog, set()))
+                argv, assignments = _skip_options(argv[1:], _OPTIONS_WITH_VALUES.get(prog, set()))
+                self._assignments(assignments, cwd)
                 if not argv:
                     return self.flag(DANGEROUS, f"it runs as root ({prog})")
             elif prog == "command" and argv[1:2] in (["-v"], ["-V"]):
                 break
-            elif prog == "env" and any(a in ("-S", "--split-string") for a in argv):
-                flag = next(a for a in argv if a in ("-S", "--split-string"))
-                if argv.index(flag) + 1 < len(argv):
-                    return self.nested_text(" ".join(argv[argv.index(flag) + 1 :]), cwd, privileged)
+            elif prog == "env" and any(a in ("-S", "--split-string") or a.startswith("--split-string=") for a in argv):
+                flag = next(i for i, a in enumerate(argv) if a in ("-S", "--split-string") or a.startswith("--split-string="))
+                text = " ".join(argv[flag + 1 :]) if "=" not in argv[flag] else " ".join([argv[flag].partition("=")[2], *argv[flag + 1 :]])
+                return self.nested_text(text, cwd, privileged) if text else None
+            elif prog in ("busybox", "toybox"):
+                if len(argv) > 1 and not argv[1].startswith("-"):
+                    argv = argv[1:]
+                    continue
                 break
+            elif prog == "bwrap":
+                i = 1
+                while i < len(argv) and argv[i].startswith("--"):
+                    i += 1 + _BWRAP_ARITY.get(argv[i], 0) if argv[i] != "--" else 1
+                    if argv[i - 1] == "--":
+                        break
+                argv = argv[i:]
+            elif prog == "script" and (at := next((i for i, a in enumerate(argv[1:-1], 1) if a == "--command" or a[:1] == "-" and a[1:2] != "-" and "c" in a), 0)):
+                return self.nested_text(argv[at + 1], cwd, privileged)
             elif prog in _OPTIONS_WITH_VALUES or prog in _POSITIONALS:
-                rest = _skip_options(argv[1:], _OPTIONS_WITH_VALUES.get(prog, set()), _POSITIONALS.get(prog, 0))
+                if prog in _ELSEWHERE:
+                    self.flag(DANGEROUS, f"it runs a command outside this session's confinement ({prog})")
+                if prog in ("torsocks", "proxychains", "proxychains4", "npx", "bunx", "pnpx", "uvx"):
+                    self.network = True  # a proxy, or a package fetched to run
+                if prog in ("strace", "ltrace"):
+                    for option, value in args_.scan(argv[1:], _OPTIONS_WITH_VALUES[prog], permute=False):
+                        if option in ("-o", "--output") and value:
+                            self._write(value, cwd)
+                if prog == "xargs":
+                    source = ("input", self._xargs_replace(argv[1:]))
+                rest, assignments = _skip_options(argv[1:], _OPTIONS_WITH_VALUES.get(prog, set()), _POSITIONALS.get(prog, 0))
+                self._assignments(assignments, cwd)
                 if prog == "watch":
                     return self.nested_text(" ".join(rest), cwd, privileged) if rest else None
                 if not rest:
                     break  # `env` alone prints, `xargs` alone echoes
                 argv = rest
             elif (prog, argv[1] if len(argv) > 1 else "") in _RUNNERS:
-                argv = _skip_options(argv[2:], set())
+                argv = _skip_options(argv[2:], set())[0]
             else:
                 break
         if not argv:
             return
         if "$" in argv[0] or "`" in argv[0]:
             return self.flag(DANGEROUS, "it runs a program named by a variable or a substitution, which cannot be checked")
+        key = rule_key(argv)
         argv = [os.path.basename(argv[0]), *argv[1:]]
         prog = argv[0]
+        if prog in ("python", "python3", "python2") and len(argv) > 2 and argv[1] == "-m" and argv[2] in PYTHON_MODULES:
+            argv = [argv[2], *argv[3:]]  # python -m pip install: judged as pip install
+            prog = argv[0]
         self.programs.append(prog)
+        if prog in _SETTERS:
+            self._assignments([a for a in argv[1:] if "=" in a and not a.startswith("-")], cwd)
         if prog in INTERPRETERS:
             self._interpreter_input(argv, command, script)
-        if prog in SHELLS | {"eval"} and self._runs_other_code(argv, command, script, cwd, privileged):
+        if source and source[0] == "input" and prog in SHELLS:
+            self.flag(DANGEROUS, f"it runs commands built from its input ({prog})")
+        if prog in SHELLS | {"eval"} and self._shell(argv, command, script, cwd, privileged, source):
             return
+        if prog in ("source", "."):
+            self._source(argv, command, script)
+        if prog in INLINE_CODE:
+            self._inline(argv, command, script, cwd, source)
         if prog == "find":
-            self._find_exec(argv, command, script, cwd, privileged)
+            self._exec_args(argv, ("-exec", "-execdir", "-ok", "-okdir"), (";", "+"), command, script, cwd, privileged)
+        if prog in ("fd", "fdfind"):
+            self._exec_args(argv, ("-x", "--exec", "-X", "--exec-batch"), (";",), command, script, cwd, privileged)
         level, reason = self._grade(argv, command, script, cwd)
         if privileged and level < DANGEROUS:
             level, reason = DANGEROUS, f"it runs as root ({prog} through sudo)"
         self.flag(level, reason)
-        self.all_keys.append(rule_key(argv))
-        if level > SAFE:
-            self.keys.append(rule_key(argv))
+        self.all_keys.append(key)
+        if self.current > SAFE:
+            self.keys.append(key)
+        self._network(prog, argv, level, cwd)
         for word in argv[1:]:
-            if not word.startswith("-") and (path := self._path(word, cwd)) is not None and os.path.lexists(path):
-                self.reads.append(path)
+            if word.startswith("--") and "=" in word:
+                self._read(word.partition("=")[2], cwd)
+            elif not word.startswith("-"):
+                self._read(word, cwd)
 
-    def _runs_other_code(self, argv, command: SimpleCommand, script: Script, cwd: Path, privileged: bool) -> bool:
-        """``sh -c TEXT``, ``eval TEXT``, a shell fed a here-document: judge what they run."""
+    def _xargs_replace(self, args: list[str]) -> str | None:
+        for option, value in args_.scan(args, {"-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a"}, {"-i", "--replace"}, permute=False):
+            if option == "-I":
+                return value
+            if option in ("-i", "--replace"):
+                return value or "{}"
+            if option is None:
+                break
+        return None
+
+    def _assignments(self, words: list[str], cwd: Path) -> None:
+        """``NAME=VALUE`` before a command, through ``env``/``sudo``, or with ``export``."""
+        for word in words:
+            name, _, value = word.partition("=")
+            name = name.split("[")[0].rstrip("+")
+            if variable_runs_code(name):
+                self.flag(DANGEROUS, f"it sets {name}, which makes programs run other code")
+            elif name.startswith("GIT_TRACE") or name == "GIT_REDACT_COOKIES":
+                if value.startswith(("/", "~", ".")):
+                    self._write(value, cwd)
+            elif name in LOOKUP_VARIABLES:
+                self.flag(NORMAL, f"it sets {name}, so the programs it runs may be the project's own")
+            elif name.startswith("GIT_") and name not in HARMLESS_GIT_VARIABLES:
+                self.flag(NORMAL, f"it sets {name}, which changes what git does")
+
+    def _stdin(self, command: SimpleCommand, script: Script) -> tuple[str, str]:
+        """What a program reading its code from stdin gets: ("literal", text), ("unknown", why) or ("none", "")."""
+        for redirect in reversed(command.redirects):
+            if redirect.op in ("<<", "<<-", "<<<"):
+                return ("unknown", "a here-document with substitutions") if _unchecked(redirect.target) else ("literal", redirect.target)
+            if redirect.op in ("<", "<&", "<>"):
+                return ("none", "") if redirect.target == "/dev/null" else ("unknown", f"the file {redirect.target}")
+        pipeline = script.pipeline_of(command)
+        at = pipeline.index(command)
+        if at == 0:
+            return "none", ""
+        feeder = pipeline[at - 1]
+        if not feeder.words:
+            return "unknown", "what is piped into it"
+        prog, words = os.path.basename(feeder.words[0]), feeder.words[1:]
+        if prog == "cat" and words in ([], ["-"]):
+            return self._stdin(feeder, script)
+        if any(_unchecked(w) for w in words):
+            return "unknown", f"the output of {prog} with substitutions"
+        if prog == "echo":
+            while words and words[0] in ("-n", "-e", "-E", "-ne", "-en"):
+                words = words[1:]
+            if not any("\\" in w for w in words):
+                return "literal", " ".join(words)
+        if prog == "printf" and words:
+            fmt, rest = words[0].replace("\\n", "\n"), words[1:]
+            if fmt in ("%s\n", "%s"):
+                return "literal", "".join(rest) if fmt == "%s" else "\n".join(rest)
+            if "%" not in fmt and "\\" not in fmt:
+                return "literal", fmt
+        return "unknown", f"the output of {prog}"
+
+    def _shell(self, argv, command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source=None) -> bool:
+        """``sh -c TEXT``, ``eval TEXT``, a shell fed its script: judge what they run.
+
+        True when the text it runs was judged (or flagged as unknowable); False when it runs a
+        script file, which is graded as a program.
+        """
         if argv[0] == "eval":
+            if any(_unchecked(w) for w in argv[1:]):
+                self.flag(DANGEROUS, "a shell runs text that cannot be checked (eval of a substitution or a variable)")
             self.nested_text(" ".join(argv[1:]), cwd, privileged)
             return True
-        for i, word in enumerate(argv[1:], 1):
-            if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
-                text = next((w for w in argv[i + 1 :] if not w.startswith("-")), None)
-                if text is not None:
-                    self.nested_text(text, cwd, privileged)
+        stdin, operand, i = False, None, 1
+        while i < len(argv):
+            word = argv[i]
+            if word == "--":
+                operand = argv[i + 1] if i + 1 < len(argv) else None
+                break
+            if word in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                i += 2
+                continue
+            if len(word) > 1 and word[0] in "-+" and not word.startswith("--"):
+                if "c" in word[1:]:
+                    text = next((w for w in argv[i + 1 :] if not w.startswith("-")), None)
+                    if text is not None:
+                        if source and source[1] and source[1] in text:
+                            self.flag(DANGEROUS, f"it runs commands built from its input ({argv[0]} -c with {source[1]})")
+                        if _unchecked(text):
+                            self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} -c with a substitution)")
+                        self.nested_text(text, cwd, privileged)
+                    return True
+                stdin |= "s" in word[1:]
+            elif not word.startswith("--"):
+                operand = word
+                break
+            i += 1
+        if operand is not None and not stdin:
+            if source and source[1] and source[1] in operand:
+                self.flag(DANGEROUS, f"it runs the files it finds as scripts ({argv[0]} {source[1]})")
+            if operand.startswith("<(") or _unchecked(operand):
+                self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {operand})")
                 return True
-        if not [w for w in argv[1:] if not w.startswith("-")]:
-            # A shell reading its script from stdin: a here-document, or what is piped in.
-            pipeline = script.pipeline_of(command)
-            fed = False
-            for feeder in [command, *pipeline[: pipeline.index(command)]]:
-                for redirect in feeder.redirects:
-                    if redirect.op in ("<<", "<<-", "<<<"):
-                        self.nested_text(redirect.target, cwd, privileged)
-                        fed = True
-                if feeder is not command and feeder.words and feeder.words[0] in ("echo", "printf"):
-                    self.nested_text(" ".join(feeder.words[1:]), cwd, privileged)
-                    fed = True
-            return fed
+            if operand not in ("/dev/stdin", "-") and not operand.startswith(("/dev/fd/", "/proc/self/fd/")):
+                return False
+        kind, text = self._stdin(command, script)
+        if kind == "literal":
+            self.nested_text(text, cwd, privileged)
+            return True
+        if kind == "unknown":
+            self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({text} fed to {argv[0]})")
+            return True
         return False
+
+    def _source(self, argv, command: SimpleCommand, script: Script) -> None:
+        target = argv[1] if len(argv) > 1 else ""
+        if target.startswith("<(") or target in ("/dev/stdin", "-") or target.startswith(("/dev/fd/", "/proc/self/fd/")) or _unchecked(target) and "$(" in target:
+            self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {target})")
+
+    def _inline(self, argv, command: SimpleCommand, script: Script, cwd: Path, source) -> None:
+        """``python -c``, ``perl -e``, ``node -e`` ... and interpreters fed code on stdin."""
+        prog = argv[0]
+        found = args_.find_inline(prog, argv[1:])
+        codes = list(found.codes)
+        if found.encoded:
+            self.flag(DANGEROUS, f"it runs encoded {found.lang} code, which cannot be checked")
+        if not codes and not found.module and prog in _STDIN_INTERPRETERS and found.operands[:1] in ([], ["-"]):
+            kind, text = self._stdin(command, script)
+            if kind == "literal":
+                codes.append(text)
+            elif kind == "unknown":
+                self.flag(DANGEROUS, f"{found.lang} runs code that cannot be checked ({text})")
+        for code in codes:
+            if source and source[1] and source[1] in code:
+                self.flag(DANGEROUS, f"it runs {found.lang} code built from its input")
+            if _unchecked(code):
+                self.flag(DANGEROUS, f"it runs {found.lang} code with substitutions, which cannot be checked")
+            effects = args_.inline_effects(found.lang, code)
+            for word in effects.writes:
+                path = self._path(word, cwd)
+                if path is not None and not self._inside(path):
+                    self.flag(DANGEROUS, f"it runs inline {found.lang} code that writes outside the project ({path})")
+            self.apply(effects, cwd)
+        if found.in_place:
+            self.flag(NORMAL, f"{prog} -i changes files")
+            for word in found.operands:
+                self._write(word, cwd)
+        elif found.module and found.operands:
+            module = found.operands[0]
+            if module in PYTHON_MODULES_CODE:
+                self.flag(NORMAL, f"it runs the project's code (python -m {module})")
+            elif module == "http.server":
+                self.network = True
 
     def _interpreter_input(self, argv, command: SimpleCommand, script: Script) -> None:
         """Code fetched from the network and run: ``curl ... | sh``, ``sh -c "$(curl ...)"``."""
@@ -323,36 +519,85 @@ class _Judge:
         if fetched:
             self.flag(DANGEROUS, f"it runs code downloaded from the network ({argv[0]})")
 
-    def _find_exec(self, argv, command: SimpleCommand, script: Script, cwd: Path, privileged: bool) -> None:
+    def _exec_args(self, argv, starts, ends, command: SimpleCommand, script: Script, cwd: Path, privileged: bool) -> None:
+        """The commands ``find -exec`` and ``fd -x`` run, with the found names put in for ``{}``."""
         i = 1
         while i < len(argv):
-            if argv[i] in ("-exec", "-execdir", "-ok", "-okdir"):
-                end = next((j for j in range(i + 1, len(argv)) if argv[j] in (";", "+")), len(argv))
-                self.run(argv[i + 1 : end], command, script, cwd, privileged)
+            if argv[i] in starts:
+                end = next((j for j in range(i + 1, len(argv)) if argv[j] in ends), len(argv))
+                self.run(argv[i + 1 : end], command, script, cwd, privileged, ("placeholder", "{}"))
                 i = end
             i += 1
 
     def _redirects(self, command: SimpleCommand, cwd: Path) -> None:
         for redirect in command.redirects:
-            if redirect.op in (">", ">>", ">|", "&>", "&>>", "<>") or (redirect.op == ">&" and not redirect.target.isdigit()):
+            if redirect.target.startswith(("/dev/tcp/", "/dev/udp/")):
+                self.network = True
+                self.flag(DANGEROUS, f"it opens a raw network connection ({redirect.target})")
+            elif redirect.op in (">", ">>", ">|", "&>", "&>>", "<>") or (redirect.op == ">&" and not redirect.target.isdigit()):
                 if redirect.target != "-":
                     self._write(redirect.target, cwd)
-            elif redirect.op == "<" and (path := self._path(redirect.target, cwd)) is not None:
-                self.reads.append(path)
+            elif redirect.op == "<":
+                self._read(redirect.target, cwd)
+
+    def _network(self, prog: str, argv: list[str], level: int, cwd: Path) -> None:
+        args = argv[1:]
+        words = [a for a in (_skip_git_globals(args) if prog == "git" else args) if not a.startswith("-")]
+        if network_use(prog, words):
+            self.network = True
+        elif prog == "rsync" and any(_REMOTE.match(a) for a in words):
+            self.network = True
+        elif prog == "pacman" and any(re.match(r"^-[A-Za-z]*[SU]", a) for a in args):
+            self.network = True
+        elif level > SAFE and any(a.startswith(NETWORK_SCHEMES) or re.match(r"^[\w.-]+@[\w.-]+:", a) for a in args):
+            self.network = True
+        if prog in ("ssh", "scp", "sftp", "rsync", "git"):
+            for i, word in enumerate(args):
+                value = args[i + 1] if word == "-o" and i + 1 < len(args) else word[2:] if word.startswith("-o") else ""
+                if re.match(r"(?i)(proxycommand|localcommand|knownhostscommand|pkcs11provider|securitykeyprovider|permitlocalcommand)\b", value):
+                    self.flag(DANGEROUS, f"{prog} runs a local command or library ({value.split('=')[0]})")
+                if prog in ("rsync", "scp") and word in ("-e", "--rsh", "-S") and i + 1 < len(args):
+                    self.nested_text(args[i + 1], cwd, False)
+
+    # --- paths -------------------------------------------------------------------------
+
+    def _inside(self, path: Path) -> bool:
+        return any(path == root or root in path.parents for root in self.roots)
+
+    def _read(self, word: str, cwd: Path, *, exists: bool = True) -> None:
+        """An existing file or directory a word names, globs expanded as the shell would."""
+        pattern = getattr(word, "glob", None)
+        if pattern:
+            matches, truncated = args_.expand_glob(pattern, cwd, self.home)
+            self.reads += matches
+            if not truncated:
+                return
+            word = args_.static_prefix(args_.home_pattern(pattern, self.home))  # the directory, then
+        path = self._path(word, cwd)
+        if path is None and ("$" in word or "`" in word) and (word := args_.home_pattern(word, self.home)).startswith("/"):
+            path = self._path(args_.static_prefix(word), cwd)  # /proc/$PPID/environ reads in /proc
+        if path is not None and (not exists or os.path.lexists(path)):
+            self.reads.append(path)
 
     def _write(self, word: str, cwd: Path) -> None:
+        pattern = getattr(word, "glob", None)
+        if pattern and (matches := args_.expand_glob(pattern, cwd, self.home)[0]):
+            for path in matches:
+                self._write_path(path)
+            return
         if _BLOCK_DEVICE.match(word):
             return self.flag(HARD, f"it writes raw data to the disk device {word}")
         path = self._path(word, cwd)
-        if path is None:
-            return
+        if path is not None:
+            self._write_path(path)
+
+    def _write_path(self, path: Path) -> None:
         text = str(path)
         if _BLOCK_DEVICE.match(text):
             return self.flag(HARD, f"it writes raw data to the disk device {text}")
         if text in _HARMLESS_DEVICES or text.startswith("/dev/fd/"):
             return
-        inside = any(path == root or root in path.parents for root in self.roots)
-        if not inside and text.startswith(_SYSTEM_DIRS) and not text.startswith(_TEMP_DIRS):
+        if not self._inside(path) and text.startswith(_SYSTEM_DIRS) and not text.startswith(_TEMP_DIRS):
             self.flag(DANGEROUS, f"it writes to a system path ({text})")
         self.flag(NORMAL, f"it writes {text}")
         self.writes.append(path)
@@ -383,6 +628,9 @@ class _Judge:
             or str(path) in ("/home", "/Users")
             or path.parent in (Path("/home"), Path("/Users"))
         )
+
+    def _read_program(self, word: str, cwd: Path) -> str | None:
+        return args_.read_small(self._path(word, cwd))
 
     # --- grading ---------------------------------------------------------------------
 
@@ -422,13 +670,36 @@ class _Judge:
             return DANGEROUS, "it wipes a database"
         if prog == "aws" and plain[:2] in (["s3", "rm"], ["s3", "rb"]):
             return DANGEROUS, "it deletes cloud storage"
-        if prog in ("curl", "wget"):
-            for i, arg in enumerate(args[:-1]):
-                if arg in ("-o", "--output", "-O" if prog == "wget" else "--output"):
-                    self._write(args[i + 1], cwd)
+        if prog in ("parallel", "rush"):
+            return DANGEROUS, f"it runs commands built from its input ({prog})"
+        if prog in ("curl", "wget", "http", "https", "xh", "xhs"):
+            inspect = args_.curl_effects if prog == "curl" else args_.wget_effects if prog == "wget" else args_.httpie_effects
+            self.apply(inspect(args), cwd, sends=True)
             return NORMAL, f"{prog} reaches the network"
-        if prog in SAFE_PROGRAMS:
-            return self._maybe_safe(prog, args, plain, sub, cwd)
+        if prog in ("tar", "gtar", "bsdtar"):
+            effects = args_.tar_effects(args)
+            self.apply(effects, cwd)
+            return (effects.level, effects.reason) if effects.level else (SAFE, "it only reads (tar lists an archive)")
+        if prog == "zip" and any(a == "-TT" or a.startswith("--unzip-command") for a in args):
+            return DANGEROUS, "zip runs the program given to test the archive (-TT)"
+        if prog in RUNS_PROJECT_CODE:
+            return NORMAL, f"it runs the project's code ({prog})"
+        if prog in ("python", "python3", "python2") and args[:1] == ["-m"] and len(args) > 1 and args[1] in PYTHON_MODULES_READ:
+            return SAFE, "it only reads"
+        if prog in SUBCOMMAND_READS or prog in SUBCOMMAND_RUNS_CODE:
+            first = args[0] if args else ""
+            word = first if first.startswith("-") or prog in ("python", "python3", "python2", "node") else sub
+            if word in SUBCOMMAND_RUNS_CODE.get(prog, ()):
+                name = f"{prog} {' '.join(plain[:2]) if word == 'run' and len(plain) > 1 else word}"
+                return NORMAL, f"it runs the project's code ({name})"
+            if word not in SUBCOMMAND_READS.get(prog, ()):
+                return NORMAL, f"{prog} {sub}".strip() + " may change things"
+            if prog == "go" and word == "env" and {"-w", "-u"} & set(args):
+                return NORMAL, "go env -w changes go's settings"
+            if prog not in READERS:
+                return SAFE, "it only reads"
+        if prog in READERS:
+            return self._reader(prog, args, plain, cwd)
         return NORMAL, f"{prog} may change things"
 
     def _writer(self, prog, args, plain, flags, cwd) -> tuple[int, str]:
@@ -439,7 +710,8 @@ class _Judge:
         if (prog in ("rm", "chmod", "chown", "chgrp") and recursive or prog == "mv") and any(self._is_root_target(t, cwd) for t in (targets if prog != "mv" else targets[:-1])):
             return HARD, f"{prog} on / or a home directory"
         for target in targets:
-            self._write(target, cwd)
+            if not (prog == "rsync" and _REMOTE.match(target)):
+                self._write(target, cwd)
         if prog == "rm" and recursive:
             return DANGEROUS, "it deletes recursively (rm -r)"
         if prog in _MODE_WRITERS and recursive:
@@ -449,11 +721,22 @@ class _Judge:
         return NORMAL, f"{prog} changes files"
 
     def _git(self, argv, cwd) -> tuple[int, str]:
-        args = _skip_git_globals(argv[1:])
+        settings, dirs, special, args = args_.git_globals(argv[1:])
+        for directory in dirs:
+            cwd = self._path(directory, cwd) or cwd
+        for key, value in settings:
+            if git_key_runs_code(key, value):
+                self.flag(DANGEROUS, f"it sets git's {key}, which makes git run a program")
+            self.flag(NORMAL, "it changes git's settings for this run (-c), which can make git run programs")
+        if "--exec-path" in special:
+            self.flag(DANGEROUS, "git runs its commands from another directory (--exec-path)")
+        if "--git-dir" in special:
+            self.flag(NORMAL, "it points git at another repository, whose settings can make git run programs")
         sub, rest = (args[0], args[1:]) if args else ("", [])
         plain = [a for a in rest if not a.startswith("-")]
         flags = set(rest)
         short = "".join(a[1:] for a in rest if a.startswith("-") and not a.startswith("--"))
+        self._git_options(sub, rest, plain, cwd)
         if sub == "push" and (flags & {"-f", "--force", "--mirror", "--delete", "-d", "--prune", "--force-if-includes"} or any(a.startswith("--force-with-lease") for a in rest) or any(p.startswith(("+", ":")) for p in plain)):
             return DANGEROUS, "it force-pushes or deletes remote branches (git push)"
         if sub == "reset" and flags & {"--hard", "--merge", "--keep"}:
@@ -468,49 +751,141 @@ class _Judge:
             return DANGEROUS, f"git {sub} deletes work that may not be saved elsewhere"
         if sub in ("filter-branch", "filter-repo") or (sub == "reflog" and plain[:1] in (["expire"], ["delete"])) or (sub == "gc" and any(a.startswith("--prune") for a in rest)) or (sub == "update-ref" and "-d" in flags):
             return DANGEROUS, f"git {sub} rewrites or prunes history"
-        if sub == "config" and flags & {"--global", "--system"}:
-            self.writes.append(self.home / ".gitconfig")
-            return NORMAL, "it changes git's global configuration"
+        if sub == "config":
+            return self._git_config(rest, cwd)
         read_only = (
             sub in _GIT_READ
             or (sub == "branch" and (not plain or flags & {"--list", "-l", "-a", "-r", "-v", "-vv", "--show-current", "--contains", "--merged"}) and not short.strip("avrl"))
             or (sub == "tag" and (not plain or flags & {"-l", "--list"}))
             or (sub == "remote" and (not plain or plain[0] in ("show", "get-url")))
             or (sub == "stash" and plain[:1] in (["list"], ["show"]))
-            or (sub == "config" and flags & {"--get", "--list", "-l", "--get-all", "--get-regexp"})
             or (sub in ("reflog", "worktree") and plain[:1] in ([], ["show"], ["list"]))
         )
         return (SAFE, "it only reads the repository") if read_only else (NORMAL, f"git {sub} changes the repository")
 
-    def _maybe_safe(self, prog, args, plain, sub, cwd: Path) -> tuple[int, str]:
+    def _git_options(self, sub: str, rest: list[str], plain: list[str], cwd: Path) -> None:
+        """Options of git subcommands that run programs or write files."""
+        for i, arg in enumerate(rest):
+            name, eq, value = arg.partition("=")
+            value = value if eq else (rest[i + 1] if i + 1 < len(rest) else "")
+            if name in ("--upload-pack", "--receive-pack", "--exec") or name == "-u" and sub in ("clone", "ls-remote"):
+                self.flag(DANGEROUS, f"git runs the program given on its command line ({name})")
+            elif name == "--template" and sub in ("clone", "init"):
+                self.flag(DANGEROUS, "git copies hooks from another directory (--template)")
+            elif name in ("-c", "--config") and sub == "clone":
+                key, _, val = value.partition("=")
+                self.flag(DANGEROUS if git_key_runs_code(key, val) else NORMAL, f"it sets git's {key} in the new repository")
+            elif name in ("--output", "--output-directory") or name == "-o" and sub in ("format-patch", "archive"):
+                self._write(value, cwd)
+            elif name in ("--ext-diff", "--textconv"):
+                self.flag(NORMAL, f"git runs the diff programs the repository configures ({name})")
+            elif sub == "grep" and (name.startswith("-O") or name == "--open-files-in-pager"):
+                self.flag(DANGEROUS, "git grep runs a program on the files it finds (-O)")
+            elif sub == "difftool" and name in ("-x", "--extcmd"):
+                self.flag(DANGEROUS, "git difftool runs the program given on its command line (-x)")
+            elif sub == "rebase" and name in ("-x", "--exec"):
+                self.nested_text(value, cwd, False)
+        if any(p.startswith(("ext::", "fd::")) for p in plain):
+            self.flag(DANGEROUS, "git runs a command as its transport (ext::)")
+        if sub == "difftool":
+            self.flag(NORMAL, "git difftool runs the configured diff tool")
+        if sub == "bisect" and plain[:1] == ["run"]:
+            self.run(rest[rest.index("run") + 1 :], SimpleCommand([]), Script(), cwd, False)
+        if sub == "submodule" and "foreach" in rest:
+            self.nested_text(" ".join(a for a in rest[rest.index("foreach") + 1 :] if a != "--recursive"), cwd, False)
+        if sub == "bundle" and plain[:1] == ["create"] and len(plain) > 1:
+            self._write(plain[1], cwd)
+
+    def _git_config(self, rest: list[str], cwd: Path) -> tuple[int, str]:
+        target, reading, changing, operands = None, False, False, []
+        for option, value in args_.scan(rest, {"-f", "--file", "--blob", "--type", "--default", "--comment"}):
+            if option is None:
+                operands.append(value or "")
+            elif option == "--global":
+                target = self.home / ".gitconfig"
+            elif option == "--system":
+                target = Path("/etc/gitconfig")
+            elif option in ("-f", "--file") and value:
+                target = self._path(value, cwd)
+            elif option in ("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "--get-color", "--get-colorbool"):
+                reading = True
+            elif option in ("--unset", "--unset-all", "--add", "--replace-all", "--rename-section", "--remove-section", "-e", "--edit"):
+                changing = True
+        if operands[:1] in (["list"], ["get"]):
+            reading, operands = True, operands[1:]
+        elif operands[:1] in (["set"], ["unset"], ["rename-section"], ["remove-section"], ["edit"]):
+            changing, operands = True, operands[1:]
+        if reading and not changing or len(operands) == 1 and not changing:
+            return SAFE, "it only reads the repository"
+        key = operands[0] if operands else ""
+        if key and git_key_runs_code(key, operands[1] if len(operands) > 1 else ""):
+            self.flag(DANGEROUS, f"it sets git's {key}, which makes git run a program")
+        path = target or args_.git_config_file(cwd)
+        self.flag(NORMAL, "it changes git's global configuration" if target == self.home / ".gitconfig" else f"it changes git's configuration ({path})")
+        if path is not None:
+            self._write_path(path)
+        return NORMAL, "git config changes git's configuration"
+
+    def _reader(self, prog: str, args: list[str], plain: list[str], cwd: Path) -> tuple[int, str]:
+        """Programs that only read, unless one of their options writes or runs something."""
         flags = set(args)
-        unsafe = {
-            "sort": lambda: flags & {"-o", "--output"} or any(a.startswith("--output=") for a in args),
-            "sed": lambda: any(a.startswith("-i") or a.startswith("--in-place") or (a.startswith("-") and not a.startswith("--") and "i" in a) for a in args),
-            "find": lambda: flags & {"-delete", "-fprint", "-fprintf", "-fls", "-fprint0"},
-            "fd": lambda: flags & {"-x", "--exec", "-X", "--exec-batch"},
-            "tsc": lambda: "--noEmit" not in flags,
-            "black": lambda: not flags & {"--check", "--diff"},
-            "isort": lambda: not flags & {"--check", "--check-only", "--diff", "-c"},
-            "prettier": lambda: not flags & {"--check", "-c", "--list-different", "-l"},
-            "python": lambda: not (args[:2] in (["-m", "pytest"], ["-m", "unittest"], ["-m", "mypy"], ["-m", "pyflakes"]) or args in (["--version"], ["-V"])),
-            "node": lambda: args not in (["--version"], ["-v"]),
-            "env": lambda: bool(args),
-            "command": lambda: args[:1] not in (["-v"], ["-V"]),
-        }
-        unsafe["python3"] = unsafe["python"]
-        if prog == "find" and flags & {"-delete"}:
-            start = plain[0] if plain else "."
-            if self._is_root_target(start, cwd):
-                return HARD, "find -delete on / or a home directory"
-            return DANGEROUS, "find -delete deletes recursively"
-        if prog in _SAFE_SUBCOMMANDS:
-            first = args[0] if args else ""
-            if (first if first.startswith("-") else sub) not in _SAFE_SUBCOMMANDS[prog] and not (prog in ("npm", "yarn", "pnpm", "bun") and plain[:2] == ["run", "test"]):
-                return NORMAL, f"{prog} {sub}".strip() + " may change things"
-        if flags & _FIX_FLAGS or (unsafe.get(prog) or (lambda: False))():
-            return NORMAL, f"{prog} with these options writes files"
-        return SAFE, "it only reads or runs the project's checks"
+        read = lambda word: self._read_program(word, cwd)  # noqa: E731
+        if prog == "sed":
+            self.apply(args_.sed_effects(args, read), cwd)
+        elif prog in AWKS:
+            self.apply(args_.awk_effects(args, read), cwd)
+        elif prog == "sort":
+            for option, value in args_.scan(args, {"-o", "--output", "-k", "-t", "-S", "-T", "--compress-program", "--files0-from", "--random-source", "--parallel", "--batch-size", "--key", "--field-separator", "--buffer-size", "--temporary-directory"}):
+                if option in ("-o", "--output") and value:
+                    self._write(value, cwd)
+                elif option == "--compress-program":
+                    self.flag(DANGEROUS, f"sort runs a program to compress its temporary files ({value})")
+        elif prog in ("uniq", "xxd"):
+            values = {"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"} if prog == "uniq" else {"-c", "-g", "-l", "-s", "-o", "-n", "-cols", "-len", "-seek", "-name"}
+            operands = [v for o, v in args_.scan(args, values) if o is None]
+            if len(operands) > 1 and operands[1] != "-":
+                self._write(operands[1], cwd)
+        elif prog in ("rg", "ag") and any(a in ("--pre", "--pager") or a.startswith(("--pre=", "--pager=")) for a in args):
+            self.flag(DANGEROUS, f"{prog} runs a program on every file it searches (--pre)")
+        elif prog == "find":
+            if "-delete" in flags:
+                start = plain[0] if plain else "."
+                return (HARD, "find -delete on / or a home directory") if self._is_root_target(start, cwd) else (DANGEROUS, "find -delete deletes recursively")
+            for i, arg in enumerate(args[:-1]):
+                if arg in ("-fprint", "-fprint0", "-fprintf", "-fls"):
+                    self._write(args[i + 1], cwd)
+        elif prog == "tree" and "-o" in args[:-1]:
+            self._write(args[args.index("-o") + 1], cwd)
+        elif prog == "man" and any(a in ("-P", "-H") or a.startswith(("--pager", "--html", "-P", "-H")) for a in args):
+            return NORMAL, "man runs the program given as its pager or browser"
+        elif prog == "less":
+            for option, value in args_.scan(args, {"-o", "-O", "--log-file", "--LOG-FILE", "-k", "--lesskey-file", "-x", "-y", "-b", "-h", "-j", "-z", "-P", "-T", "-t"}):
+                if option in ("-o", "-O", "--log-file", "--LOG-FILE") and value:
+                    self._write(value, cwd)
+                elif option in ("-k", "--lesskey-file"):
+                    self.flag(NORMAL, "less reads key bindings that can run commands")
+            if any(a.startswith("+") and set(a) & set("!|") for a in args):
+                self.flag(DANGEROUS, "less runs a shell command given as its first command")
+        elif prog == "date" and (flags & {"-s", "--set"} or any(a.startswith("--set=") for a in args) or any(not a.startswith(("+", "-")) for a in plain)):
+            return DANGEROUS, "it sets the system clock"
+        elif prog == "hostname" and (plain or "-F" in flags or "--file" in flags):
+            return DANGEROUS, "it changes the machine's name"
+        elif prog == "ps" and any(not a.startswith("-") and "e" in a for a in args):
+            self.reads.append(Path("/proc"))  # BSD-style `e` shows every process's environment
+        elif prog == "file" and ("-C" in flags or "--compile" in flags):
+            return NORMAL, "file -C writes a compiled magic file"
+        elif prog == "ruff":
+            sub = plain[0] if plain else ""
+            for option, value in args_.scan(args, {"-o", "--output-file", "--config"}):
+                if option in ("-o", "--output-file") and value:
+                    self._write(value, cwd)
+            if sub == "format" and not flags & {"--check", "--diff"}:
+                return NORMAL, "ruff format with these options writes files"
+            if sub not in ("check", "format", "") or flags & {"--fix", "--fix-only", "--unsafe-fixes", "--add-noqa", "--watch"} and "--no-fix" not in flags:
+                return NORMAL, f"ruff {sub} with these options writes files".replace("  ", " ")
+        elif prog == "black" and not flags & {"--check", "--diff"}:
+            return NORMAL, "black without --check writes files"
+        return SAFE, "it only reads"
 
     def _sql_danger(self, prog, args, command: SimpleCommand, script: Script) -> bool:
         if prog not in _DB_CLIENTS:
@@ -522,5 +897,12 @@ class _Judge:
         return any(_SQL_DANGER.search(text) for text in texts)
 
 
-def _runs(script: Script, programs: set[str]) -> bool:
+_GIT_READ = {
+    "status", "diff", "log", "show", "blame", "shortlog", "describe", "rev-parse", "ls-files", "ls-tree", "ls-remote",
+    "cat-file", "show-ref", "merge-base", "for-each-ref", "rev-list", "name-rev", "whatchanged", "diff-tree",
+    "diff-index", "diff-files", "count-objects", "version", "help", "check-ignore", "grep", "--version",
+}
+
+
+def _runs(script: Script, programs: set[str] | frozenset[str]) -> bool:
     return any(c.words and os.path.basename(c.words[0]) in programs for s in script.walk() for c in s.commands)

@@ -9,10 +9,11 @@ one: safe, normal, dangerous, or hard (never run, whatever the answer).
 
 from __future__ import annotations
 
+import glob as _glob
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ParseError", "Redirect", "Script", "SimpleCommand", "parse"]
+__all__ = ["ParseError", "Redirect", "Script", "SimpleCommand", "Word", "parse"]
 
 MAX_DEPTH = 8
 _OPERATORS = ("&>>", "<<<", "<<-", "&&", "||", ";;", ";&", "|&", ">>", ">|", ">&", "<&", "<>", "&>", "<<", "|", "&", ";", "<", ">", "(", ")")
@@ -24,6 +25,24 @@ _ANSI_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'
 
 class ParseError(ValueError):
     """The line is not valid shell (an unterminated quote, say)."""
+
+
+class Word(str):
+    """A word after quote removal, remembering what this shell still does to it when it runs.
+
+    ``glob`` is the word as a pattern when it holds unquoted ``*``, ``?`` or ``[`` (quoted ones
+    escaped), else None; ``expanded`` is True when this shell substitutes into it (``$X``,
+    ``$(...)``, backquotes outside single quotes), so its text is not known before it runs.
+    """
+
+    glob: str | None
+    expanded: bool
+
+    def __new__(cls, value: str = "", glob: str | None = None, expanded: bool = False) -> Word:
+        word = super().__new__(cls, value)
+        word.glob = glob
+        word.expanded = expanded
+        return word
 
 
 @dataclass(slots=True)
@@ -174,7 +193,7 @@ class _Lexer:
                 if j < 0:
                     raise ParseError("unterminated process substitution")
                 nested = parse(s[self.i + 2 : j], self.depth + 1)
-                self.out.append(("w", s[self.i : j + 1], [nested], s[self.i : j + 1]))
+                self.out.append(("w", Word(s[self.i : j + 1], None, True), [nested], s[self.i : j + 1]))
                 self.i = j + 1
             elif op := next((o for o in _OPERATORS if s.startswith(o, self.i)), None):
                 self.i += len(op)
@@ -215,11 +234,16 @@ class _Lexer:
                 lines.append(line)
             body = "\n".join(lines)
             nested = [] if quoted else _body_substitutions(body, self.depth)
-            self.out[index] = ("w", body, nested, body)
+            word = Word(body, None, not quoted and ("$" in body or "`" in body))
+            self.out[index] = ("w", word, nested, body)
         self.pending = []
 
-    def _word(self) -> tuple[str, list[Script]]:
-        s, out, nested = self.s, [], []
+    def _word(self) -> tuple[Word, list[Script]]:
+        s, nested = self.s, []
+        self.pieces: list[tuple[str, bool]] = []  # (text, whether its glob characters are live)
+        self.expanded = False
+        out = _Pieces(self, False)
+        bare = _Pieces(self, True)
         while self.i < len(s):
             c = s[self.i]
             if c in " \t\r\n;&|<>()":
@@ -243,11 +267,14 @@ class _Lexer:
             elif c == "`":
                 self._backtick(out, nested)
             else:
-                out.append(c)
+                bare.append(c)
                 self.i += 1
-        return "".join(out), nested
+        value = "".join(text for text, _ in self.pieces)
+        live = any(on and any(ch in text for ch in "*?[") for text, on in self.pieces)
+        pattern = "".join(text if on else _glob.escape(text) for text, on in self.pieces) if live else None
+        return Word(value, pattern, self.expanded), nested
 
-    def _double(self, out: list[str], nested: list[Script]) -> None:
+    def _double(self, out: _Pieces, nested: list[Script]) -> None:
         s = self.s
         while self.i < len(s):
             c = s[self.i]
@@ -270,7 +297,7 @@ class _Lexer:
                 self.i += 1
         raise ParseError("unterminated double quote")
 
-    def _dollar(self, out: list[str], nested: list[Script]) -> None:
+    def _dollar(self, out: _Pieces, nested: list[Script]) -> None:
         s, i = self.s, self.i
         if s.startswith("$((", i) or s.startswith("$(", i):
             j = match_paren(s, i + 1)
@@ -279,12 +306,14 @@ class _Lexer:
             if not s.startswith("$((", i):
                 nested.append(parse(s[i + 2 : j], self.depth + 1))
             out.append(s[i : j + 1])  # kept as written, so that `sh -c` / eval can re-parse it
+            self.expanded = True
             self.i = j + 1
         elif s.startswith("${", i):
             j = s.find("}", i)
             if j < 0:
                 raise ParseError("unterminated ${")
             out.append(s[i : j + 1])
+            self.expanded = True
             self.i = j + 1
         elif s.startswith("$'", i):
             self.i = i + 2
@@ -300,15 +329,28 @@ class _Lexer:
             self.i += 1
         else:
             out.append("$")
+            nxt = s[i + 1 : i + 2]
+            self.expanded |= bool(nxt) and (nxt.isalnum() or nxt in "_@*#?$!-")
             self.i += 1
 
-    def _backtick(self, out: list[str], nested: list[Script]) -> None:
+    def _backtick(self, out: _Pieces, nested: list[Script]) -> None:
         j = _find_backtick(self.s, self.i + 1)
         if j < 0:
             raise ParseError("unterminated backquote")
         nested.append(parse(self.s[self.i + 1 : j].replace("\\`", "`"), self.depth + 1))
         out.append(self.s[self.i : j + 1])
+        self.expanded = True
         self.i = j + 1
+
+
+class _Pieces:
+    """Where a word's text goes while lexing: quoted text (glob characters inert) or bare."""
+
+    def __init__(self, lexer: _Lexer, live: bool) -> None:
+        self.lexer, self.live = lexer, live
+
+    def append(self, text: str) -> None:
+        self.lexer.pieces.append((text, self.live))
 
 
 def _body_substitutions(body: str, depth: int) -> list[Script]:
