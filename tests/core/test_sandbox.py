@@ -489,8 +489,9 @@ _STARTER = textwrap.dedent(
         return None
 
     async def main():
-        project, marker, unconfined = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-        confinement = Confinement((project,), Grants(unconfined=unconfined))
+        project, marker, unconfined, temp = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", Path(sys.argv[4])
+        # Its own /tmp in the test's directory: a killed process leaves it behind.
+        confinement = Confinement((project,), Grants(unconfined=unconfined), temp=temp)
         job = await LocalHost().start_command(
             f"sleep 300.{marker} & sleep 301.{marker} & echo ready; wait", project, output_limit=4096, show=show, confinement=confinement
         )
@@ -537,8 +538,10 @@ class TestBackgroundCommandsEndWithTheServer:
     @pytest.mark.parametrize("unconfined", [False, True], ids=["sandboxed", "let-out"])
     def test_nothing_outlives_it(self, world, sig, unconfined):
         marker = str(secrets.randbelow(10**8)).zfill(8)
+        temp = world.base / "session-tmp"
+        temp.mkdir()
         starter = subprocess.Popen(
-            [sys.executable, "-c", _STARTER, str(world.project), marker, "1" if unconfined else "0"],
+            [sys.executable, "-c", _STARTER, str(world.project), marker, "1" if unconfined else "0", str(temp)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True,
         )
         try:
