@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from core.command_rules import Assessment, assess
 from core.messages import FileDiff
-from core.paths import is_protected_path, is_secret_path, protected_reason
+from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason
 from core.sandbox import Grants
 
 if TYPE_CHECKING:
@@ -130,6 +130,28 @@ def hard_refused(command: str, cwd: Path | None = None) -> str | None:
     return verdict.reason if verdict.level == "hard" else None
 
 
+@dataclass(slots=True)
+class _Needs:
+    """What a command needs beyond the sandbox's defaults."""
+
+    network: bool = False
+    unconfined: bool = False
+    outside: list[Path] = field(default_factory=list)  # folders or files outside the roots
+    protected: list[Path] = field(default_factory=list)  # protected entries inside the roots
+    repository: list[Path] = field(default_factory=list)  # the .git a git command changes
+
+    @property
+    def grants(self) -> Grants:
+        writable = tuple(dict.fromkeys([*self.outside, *self.protected, *self.repository]))
+        return Grants(network=self.network, writable=writable, unconfined=self.unconfined)
+
+    def words(self) -> str:
+        """The needs a question may offer "always" for: the network, the repository."""
+        parts = ["the network"] if self.network else []
+        parts += [f"to write the repository ({d})" for d in self.repository[:1]]
+        return " and ".join(parts)
+
+
 def _sandbox_active() -> tuple[bool, str]:
     from core.sandbox import status
 
@@ -205,18 +227,18 @@ class ApprovalPolicy:
         if self.mode == "read-only":
             return Ruling("refuse", "the session is in read-only mode; switch mode to run commands", False)
         home = Path(os.path.realpath(self.home or Path.home()))
-        grants, needs = self._grants(action, found, cwd)
-        asks_every_time = self._asks_every_time(action, found, cwd, home, grants)
-        if asks_every_time:
-            return Ruling("ask", asks_every_time, False, grants)
+        need = self._needs(action, found, cwd)
+        grants = need.grants
+        if asks_every_time := self._asks_every_time(action, found, cwd, home, need):
+            return Ruling("ask", self._widening(asks_every_time, grants), False, grants)
         rules = [(pattern, decision) for tool, pattern, decision in self.rules if tool == action.tool]
-        keys = self._rule_keys(found, grants)
-        if any(decision == "deny" and _covers(pattern, key) for pattern, decision in rules for key in keys[1]):
+        needed, every = self._rule_keys(found, need)
+        if any(decision == "deny" and _covers(pattern, key) for pattern, decision in rules for key in every):
             return Ruling("refuse", "you chose to always reject this command", grants=grants)
-        if keys[0] and all(any(d == "allow" and _covers(p, key) for p, d in rules) for key in keys[0]):
+        if needed and all(any(d == "allow" and _covers(p, key) for p, d in rules) for key in needed):
             return Ruling("allow", "you chose to always allow this command", grants=grants)
-        if needs:
-            return Ruling("ask", f"it needs {needs} ({found.reason})", True, grants)
+        if words := need.words():
+            return Ruling("ask", self._widening(f"it needs {words} ({found.reason})", grants), True, grants)
         if self.mode == "ask":
             return Ruling("ask", f"commands need your approval ({found.reason})", grants=grants)
         if self.sandboxed:
@@ -229,33 +251,43 @@ class ApprovalPolicy:
         )
         return Ruling("ask", f"there is no sandbox to run it in, and {found.reason}", grants=grants, notice=notice)
 
-    def _grants(self, action: Action, found: Assessment, cwd: Path) -> tuple[Grants, str]:
-        """What the sandbox must add for this command, and those needs in words ("" for none)."""
-        network = getattr(found, "network", False) or action.wants.network
-        writable = [p for p in found.writes if not within(p, self.roots)]
-        writable += [p for p in action.wants.writable if p not in writable]
-        protected = [p for p in found.writes if within(p, self.roots) and is_protected_path(p)]
-        if _changes_repository(found):
-            protected += [d for d in _git_dirs(cwd, self.roots) if d not in protected]
-        writable += [p for p in protected if p not in writable]
-        grants = Grants(network=network, writable=tuple(writable), unconfined=action.wants.unconfined)
-        needs = []
-        if network:
-            needs.append("the network")
-        if protected:
-            needs.append("to write " + ", ".join(str(p) for p in protected[:3]))
-        return grants, " and ".join(needs)
+    def _widening(self, reason: str, grants: Grants) -> str:
+        """The reason, and what an approval would add to the sandbox."""
+        if not grants or not self.sandboxed:
+            return reason
+        if grants.unconfined:
+            return f"{reason}; if you allow it, it runs outside the sandbox"
+        return f"{reason}; if you allow it, it runs in the sandbox with {grants.describe()}"
 
-    def _asks_every_time(self, action: Action, found: Assessment, cwd: Path, home: Path, grants: Grants) -> str:
+    def _needs(self, action: Action, found: Assessment, cwd: Path) -> _Needs:
+        """What the sandbox must add for this command."""
+        need = _Needs(network=getattr(found, "network", False) or action.wants.network, unconfined=action.wants.unconfined)
+        for path in [*found.writes, *action.wants.writable]:
+            if within(path, self.roots):
+                entry = protected_entry(path)
+                if entry is not None and entry not in need.protected:
+                    need.protected.append(entry)  # the whole entry, as the sandbox binds it read-only
+                continue
+            # A file that does not exist yet is made in its nearest existing folder, so that is what is granted.
+            path = _existing(path)
+            if path not in need.outside:
+                need.outside.append(path)
+        if _changes_repository(found):
+            need.repository = [d for d in _git_dirs(cwd, self.roots) if d not in need.protected]
+        return need
+
+    def _asks_every_time(self, action: Action, found: Assessment, cwd: Path, home: Path, need: _Needs) -> str:
         """Why this command asks in every mode with "always" never offered, or ""."""
         if found.level == "dangerous":
             return found.reason
-        if secrets := [p for p in (*found.reads, *found.writes) if is_secret_path(p) and not _is_repo_dir_grant(p, grants, self.roots)]:
+        if secrets := [p for p in (*found.reads, *found.writes) if is_secret_path(p) and not within(p, need.repository)]:
             return f"it touches {secrets[0]}, which may hold secrets"
         if outside := [p for p in found.writes if not within(p, self.roots)]:
             return f"it writes outside the project ({outside[0]})"
         if outside := [p for p in found.reads if not within(p, self.roots) and _private_read(p, home)]:
             return f"it reads outside the project ({outside[0]})"
+        if need.protected:
+            return protected_reason(need.protected[0]) or f"it writes {need.protected[0]}"
         if action.wants.writable:
             return "it asks to write " + ", ".join(str(p) for p in action.wants.writable[:3])
         if not within(cwd, self.roots):
@@ -264,21 +296,19 @@ class ApprovalPolicy:
             return "it asks to run outside the sandbox, with full access to this machine"
         return ""
 
-    def _rule_keys(self, found: Assessment, grants: Grants) -> tuple[list[str], list[str]]:
-        """Keys an "always" rule must cover (needed, every command): ``net:`` ones when it needs the network."""
+    def _rule_keys(self, found: Assessment, need: _Needs) -> tuple[list[str], list[str]]:
+        """Keys an "always" rule must cover (needed, every command). A rule made when a command
+        needed the network or its repository (``net:``, ``repo:``) covers only such runs."""
         needed = list(found.keys or found.all_keys)
-        every = list(found.all_keys)
-        if grants.network:
-            needed = [f"net:{k}" for k in needed]
-        return needed, every
+        prefix = "".join(p for p, on in (("net:", need.network), ("repo:", bool(need.repository))) if on)
+        return [prefix + k for k in needed], list(found.all_keys)
 
     def rule_key(self, action: Action) -> tuple[str, str]:
         """What an 'always' answer remembers: the tool, and for commands the program (and subcommand)."""
         if action.command is not None:
             cwd = action.paths[0] if action.paths else Path.cwd()
             found = assess(action.command, cwd, self.roots, self.home)
-            grants, _ = self._grants(action, found, cwd)
-            keys = self._rule_keys(found, grants)[0]
+            keys = self._rule_keys(found, self._needs(action, found, cwd))[0]
             return action.tool, keys[0] if keys else "*"
         return action.tool, "*"
 
@@ -288,6 +318,13 @@ class ApprovalPolicy:
             if rule_tool == tool and (rule_pattern == "*" or rule_pattern == pattern):
                 return decision
         return None
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or the nearest folder above it that exists."""
+    while not os.path.lexists(path) and path.parent != path:
+        path = path.parent
+    return path
 
 
 def _changes_repository(found: Assessment) -> bool:
@@ -304,11 +341,6 @@ def _git_dirs(cwd: Path, roots: list[Path]) -> list[Path]:
         if not within(directory, roots):
             break
     return []
-
-
-def _is_repo_dir_grant(path: Path, grants: Grants, roots: list[Path]) -> bool:
-    """A path inside the project's own ``.git`` that this command is granted to write (git commit)."""
-    return within(path, roots) and any(g.name.lower() == ".git" and within(path, [g]) for g in grants.writable)
 
 
 def _private_read(path: Path, home: Path) -> bool:

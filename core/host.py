@@ -26,6 +26,7 @@ from typing import Protocol
 
 from core.events import ToolContent
 from core.sandbox import Confinement, command_argv, command_environment
+from core.state_home import make_user_dirs, user_file_mode, user_umask
 
 __all__ = [
     "BackgroundCommand",
@@ -201,7 +202,7 @@ def write_atomic(path: Path, content: str | bytes, encoding: str = "utf-8", mode
     """Write via a temporary file and rename, keeping the file's mode (or setting ``mode``)."""
     data = content if isinstance(content, bytes) else encode_text(content, encoding)
     path = Path(os.path.realpath(path))  # through a symlink to its target, never replacing the link
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_user_dirs(path.parent)
     if mode is None:
         try:
             mode = path.stat().st_mode & 0o7777
@@ -215,10 +216,8 @@ def write_atomic(path: Path, content: str | bytes, encoding: str = "utf-8", mode
             os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
-        else:  # mkstemp makes 0600; a new file gets the usual umask-based mode
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+        else:  # mkstemp makes 0600; a new file gets the mode the user's umask gives it
+            os.chmod(tmp, user_file_mode())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -447,6 +446,28 @@ class _LocalJob:
         return _result(_wrapped_code(self._proc), text)
 
 
+def _sweep_session_temps() -> None:
+    """Remove the private /tmp of sessions whose server is gone (killed before it could clean up)."""
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(base.glob("hermes-tmp-*-*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name.split("-")[2]
+        try:
+            if not pid.isdigit() or int(pid) == os.getpid() or entry.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
 class LocalHost:
     """This machine's filesystem and processes."""
 
@@ -462,7 +483,8 @@ class LocalHost:
             return ["/bin/sh", "-c", command], env
         if confinement.temp is None:
             if self._temp is None or not os.path.isdir(self._temp):
-                self._temp = tempfile.mkdtemp(prefix="hermes-tmp-")
+                _sweep_session_temps()
+                self._temp = tempfile.mkdtemp(prefix=f"hermes-tmp-{os.getpid()}-")
             confinement = dataclasses.replace(confinement, temp=Path(self._temp))
         argv = command_argv(command, cwd, confinement, command_environment(env))
         return argv, env
@@ -483,7 +505,7 @@ class LocalHost:
         def move() -> None:
             if target.exists():
                 raise FileExistsError(f"{target} already exists")
-            target.parent.mkdir(parents=True, exist_ok=True)
+            make_user_dirs(target.parent)
             os.rename(source, target)
 
         await asyncio.to_thread(move)
@@ -504,6 +526,7 @@ class LocalHost:
             env=env,
             start_new_session=True,  # its own process group, so stop and cancel reach all of it
             preexec_fn=die_with_parent,
+            umask=user_umask(),  # ours is 077 for the state home; the user's project gets theirs
         )
         proc.wrapped = True  # type: ignore[attr-defined]  # a sandbox or the supervisor: signals come as 128 + N
         return proc

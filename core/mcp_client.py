@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -251,10 +252,20 @@ class _Connection:
             if not spec.command:
                 raise ValueError("no command given")
             self.stderr = _StderrTap(spec.name)
+            from core.state_home import user_umask
+
+            environment = _stdio_environment(spec.env)
+            command = spec.command
+            if "/" in command and not os.path.isabs(command) and self.cwd:
+                command = os.path.join(str(self.cwd), command)  # as the server's own cwd would find it
+            program = shutil.which(command, path=(environment or {}).get("PATH") or os.environ.get("PATH"))
+            if program is None:
+                raise FileNotFoundError(spec.command)
+            # Our umask keeps the state home private; the server works in the user's files.
             params = StdioServerParameters(
-                command=spec.command,
-                args=list(spec.args),
-                env=_stdio_environment(spec.env),
+                command="/bin/sh",
+                args=["-c", f'umask {user_umask():04o} && exec "$0" "$@"', program, *spec.args],
+                env=environment,
                 cwd=str(self.cwd) if self.cwd else None,
             )
             return stdio_client(params, errlog=self.stderr.file)

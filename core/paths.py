@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-__all__ = ["PROTECTED_NAMES", "is_protected_path", "is_secret_path", "protected_reason"]
+__all__ = ["PROTECTED_NAMES", "is_protected_path", "is_secret_path", "protected_entry", "protected_reason"]
 
 # Writing these makes git, the editor, CI or the shell run code later: they ask in every mode.
 PROTECTED_NAMES = frozenset({".git", ".vscode", ".idea", ".husky", ".devcontainer", ".envrc", ".gitattributes", ".gitmodules"})
@@ -47,6 +47,19 @@ def protected_reason(path: Path) -> str | None:
             return f"{path} is under {part}, which git, the editor or the shell runs code from"
     if pair := _has_pair(parts, _PROTECTED_PAIRS):
         return f"{path} is a CI workflow ({'/'.join(pair)}), which runs code on the next push"
+    return None
+
+
+def protected_entry(path: Path) -> Path | None:
+    """The outermost protected folder or file that holds ``path`` (``.git`` for ``.git/hooks/x``,
+    ``.github/workflows`` for a workflow): what a grant to write it must open."""
+    parts = path.parts
+    for i, part in enumerate(parts):
+        low = part.lower()
+        if low in PROTECTED_NAMES:
+            return Path(*parts[: i + 1])
+        if i + 1 < len(parts) and (low, parts[i + 1].lower()) in _PROTECTED_PAIRS:
+            return Path(*parts[: i + 2])
     return None
 
 

@@ -215,7 +215,7 @@ def _hidden_paths(confinement: Confinement) -> list[Path]:
     paths += list(confinement.hidden) + _configured_hidden()
     # Secret files at the top of each root (.env, keys): the model reads them only when asked.
     for root in confinement.roots:
-        paths += [entry for entry in _entries(root) if entry.is_file() and is_secret_path(entry)]
+        paths += [e for e in _entries(root) if e.name.lower() != ".git" and e.is_file() and is_secret_path(Path(e.name))]
     return paths
 
 
@@ -288,11 +288,11 @@ def _bwrap_argv(command: str, cwd: Path, confinement: Confinement, env: dict[str
             argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
-    if env is not None:
-        argv.append("--clearenv")
-        for key, value in env.items():
-            argv += ["--setenv", key, value]
     argv += ["--chdir", str(cwd), "/bin/sh", "-c", command]
+    if env is not None:
+        # bubblewrap is the command's parent inside: its own environment (/proc/1/environ) must
+        # be the clean one too, so it is started through env -i rather than given --clearenv.
+        argv = ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
     return argv
 
 
@@ -301,7 +301,7 @@ def _sb_quote(path: Path | str) -> str:
 
 
 def _sb_regex(path: Path) -> str:
-    special = set(".^$*+?()[]{}|\\")
+    special = set('.^$*+?()[]{}|\\"')
     return "".join("\\" + c if c in special else c for c in str(path))
 
 

@@ -103,6 +103,7 @@ def _import_memory(path: Path, kind: str, taken: list[str], skipped: list[str], 
 
 def _import_skill(skill_md: Path, taken: list[str], skipped: list[str], dry_run: bool) -> None:
     from core import skills
+    from core.state_home import repair_modes
 
     text = skill_md.read_text(encoding="utf-8", errors="replace")
     meta, _ = skills.parse_front_matter(text)
@@ -120,5 +121,6 @@ def _import_skill(skill_md: Path, taken: list[str], skipped: list[str], dry_run:
         return
     if not dry_run:
         shutil.copytree(skill_md.parent, target, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+        repair_modes(target)  # copytree keeps the source's modes; the state home is private
         (target / "SKILL.md").write_text(text, encoding="utf-8")
     taken.append(f"skill {name} from {skill_md.parent}")

@@ -184,13 +184,6 @@ def test_logs_stay_private_across_rotation(hermes_home, permissive_umask):
 
 # -- the user's project keeps the user's umask -----------------------------------------------
 
-HOST_PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="needs core/host.py to create project files, folders and commands with core.state_home.user_umask()",
-)
-
-
-@HOST_PENDING
 async def test_new_project_files_and_folders_get_the_users_umask(tmp_path, project, permissive_umask):
     script = [_call("write_file", {"path": "docs/guide/intro.md", "content": "# Intro\n"}, "c1"), {"text": "Done."}]
     with ScriptedOpenAIServer(script) as server:
@@ -206,7 +199,6 @@ async def test_new_project_files_and_folders_get_the_users_umask(tmp_path, proje
     }
 
 
-@HOST_PENDING
 async def test_commands_run_with_the_users_umask(tmp_path, project, permissive_umask):
     command = "mkdir built && echo ok > built/out.txt"
     script = [_call("run_command", {"command": command}, "c1"), {"text": "Done."}]
@@ -219,7 +211,6 @@ async def test_commands_run_with_the_users_umask(tmp_path, project, permissive_u
     assert (f"{_mode(project / 'built'):04o}", f"{_mode(project / 'built/out.txt'):04o}") == ("0755", "0644")
 
 
-@pytest.mark.xfail(strict=True, reason="needs hermes_cli/import_cmd.py to copy skills without their source modes")
 def test_imported_skills_are_private(tmp_path, permissive_umask):
     home = tmp_path / "home"
     skill = tmp_path / "other-agent" / "skills" / "deploy"
