@@ -12,7 +12,7 @@ the owner, as the CLI does.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -37,11 +37,12 @@ def _title(args: CronArgs) -> str:
     return f"Cron: {args.action}" + (f" {args.job_id}" if args.job_id else "")
 
 
-class _Chat:
-    """Who the tool acts for, and where a new job's results go."""
+class _Chat(NamedTuple):
+    """Who the tool acts for (None: no chat user, the owner), and where a new job's results go."""
 
-    def __init__(self, user_id: int | None, chat_id: int | None, thread_id: int | None) -> None:
-        self.user_id, self.chat_id, self.thread_id = user_id, chat_id, thread_id
+    user_id: int | None
+    chat_id: int | None
+    thread_id: int | None
 
 
 async def _chat_of(store, session_id: str) -> _Chat:
