@@ -47,7 +47,7 @@ READERS = frozenset({
     "cksum", "sum", "xxd", "hexdump", "od", "strings", "nl", "column", "comm", "join", "paste", "fold", "tac", "rev",
     "sleep", "cd", "pushd", "popd", "dirs", "export", "set", "unset", "alias", "unalias", ":", "less", "more", "ps",
     "free", "uptime", "nproc", "arch", "groups", "exit", "local", "declare", "typeset", "readonly", "read", "wait",
-    "jobs", "command", "env", "sort", "sed", "find", "fd", "fdfind", "git", "man", "busybox", "toybox", "expr",
+    "jobs", "command", "env", "trap", "sort", "sed", "find", "fd", "fdfind", "git", "man", "busybox", "toybox", "expr",
     "base64", "base32", "basenc", "numfmt", "expand", "unexpand", "fmt", "pr", "look", "tsort", "shuf", "yes",
     "lsblk", "lscpu", "lsof", "locale", "tty", "users", "who", "w", "last", "getconf", "logname", "cal", "hash",
     "ruff", "black", "pyflakes", "pycodestyle", *AWKS,
@@ -235,16 +235,32 @@ GIT_CODE_KEYS = (
 )
 
 
+# Pagers and editors that only show or accept text: setting these is not running other code.
+HARMLESS_PAGERS = frozenset({"cat", "less", "more", "head", "tail", "true", ":", "", "bat"})
+PAGER_VARIABLES = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "GIT_EDITOR", "EDITOR", "VISUAL", "GIT_SEQUENCE_EDITOR", "SYSTEMD_EDITOR"})
+_PAGER_KEYS = ("core.pager", "pager.*", "core.editor", "sequence.editor")
+
+
+def harmless_pager(value: str) -> bool:
+    """``cat``, ``less -R``, ``true``: a pager or editor value that runs nothing else."""
+    words = value.split()
+    return (not words or words[0] in HARMLESS_PAGERS) and not set(value) & set(";|&$`()<>!+\\'\"")
+
+
 def git_key_runs_code(key: str, value: str = "") -> bool:
     """Whether setting git ``key`` (to ``value``) lets git run a program."""
     key = key.lower()
+    if any(fnmatch.fnmatchcase(key, pattern) for pattern in _PAGER_KEYS) and harmless_pager(value):
+        return False
     if key.startswith("alias."):
         return value.lstrip().startswith("!") or "-c" in value.split() or "--exec-path" in value
     return any(fnmatch.fnmatchcase(key, pattern) for pattern in GIT_CODE_KEYS)
 
 
-def variable_runs_code(name: str) -> bool:
-    """Whether setting ``name`` makes programs run other code (LD_PRELOAD, GIT_SSH_COMMAND, PAGER ...)."""
+def variable_runs_code(name: str, value: str = "") -> bool:
+    """Whether setting ``name`` (to ``value``) makes programs run other code (LD_PRELOAD, GIT_SSH_COMMAND, PAGER ...)."""
+    if name in PAGER_VARIABLES and harmless_pager(value) or name == "LESS" and not set(value) & set("+!|"):
+        return False
     return name in CODE_VARIABLES or name.startswith(CODE_VARIABLE_PREFIXES)
 
 

@@ -20,6 +20,7 @@ _OPERATORS = ("&>>", "<<<", "<<-", "&&", "||", ";;", ";&", "|&", ">>", ">|", ">&
 REDIRECTS = frozenset({"&>>", "<<<", "<<-", ">>", ">|", ">&", "<&", "<>", "&>", "<<", "<", ">"})
 _START_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "fi", "done", "esac"})
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_ANSI_NUMERIC = re.compile(r"\\(?:x([0-9A-Fa-f]{1,2})|([0-7]{1,3})|[uU]([0-9A-Fa-f]{1,8}))")
 _ANSI_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "e": "\x1b", "0": "\0"}
 
 
@@ -37,11 +38,13 @@ class Word(str):
 
     glob: str | None
     expanded: bool
+    braces: list[Word] | None  # the words brace expansion makes of it (``{a,b}``), if any
 
     def __new__(cls, value: str = "", glob: str | None = None, expanded: bool = False) -> Word:
         word = super().__new__(cls, value)
         word.glob = glob
         word.expanded = expanded
+        word.braces = None
         return word
 
 
@@ -269,10 +272,13 @@ class _Lexer:
             else:
                 bare.append(c)
                 self.i += 1
-        value = "".join(text for text, _ in self.pieces)
-        live = any(on and any(ch in text for ch in "*?[") for text, on in self.pieces)
-        pattern = "".join(text if on else _glob.escape(text) for text, on in self.pieces) if live else None
-        return Word(value, pattern, self.expanded), nested
+        word = _make_word(self.pieces, self.expanded)
+        if any(on and "{" in text for text, on in self.pieces):
+            escaped = "".join(text if on else "".join("\\" + ch for ch in text) for text, on in self.pieces)
+            expansions = _expand_braces(escaped)
+            if expansions != [escaped]:
+                word.braces = [_make_word(_unescape(e), self.expanded) for e in expansions]
+        return word, nested
 
     def _double(self, out: _Pieces, nested: list[Script]) -> None:
         s = self.s
@@ -318,7 +324,11 @@ class _Lexer:
         elif s.startswith("$'", i):
             self.i = i + 2
             while self.i < len(s) and s[self.i] != "'":
-                if s[self.i] == "\\" and self.i + 1 < len(s):
+                if m := _ANSI_NUMERIC.match(s, self.i):  # \x72, \162, \u0072: bash decodes them
+                    digits = m.group(1) or m.group(2) or m.group(3)
+                    out.append(chr(int(digits, 8 if m.group(2) else 16) % 0x110000))
+                    self.i = m.end()
+                elif s[self.i] == "\\" and self.i + 1 < len(s):
                     out.append(_ANSI_ESCAPES.get(s[self.i + 1], "\\" + s[self.i + 1]))
                     self.i += 2
                 else:
@@ -351,6 +361,74 @@ class _Pieces:
 
     def append(self, text: str) -> None:
         self.lexer.pieces.append((text, self.live))
+
+
+def _make_word(pieces: list[tuple[str, bool]], expanded: bool) -> Word:
+    value = "".join(text for text, _ in pieces)
+    live = any(on and any(ch in text for ch in "*?[") for text, on in pieces)
+    pattern = "".join(text if on else _glob.escape(text) for text, on in pieces) if live else None
+    return Word(value, pattern, expanded)
+
+
+def _unescape(text: str) -> list[tuple[str, bool]]:
+    """Pieces of a backslash-escaped word: escaped characters are quoted (glob-inert)."""
+    pieces, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            pieces.append((text[i + 1], False))
+            i += 2
+        else:
+            pieces.append((text[i], True))
+            i += 1
+    return pieces
+
+
+_SEQUENCE = re.compile(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])")
+
+
+def _expand_braces(s: str, limit: int = 256) -> list[str]:
+    """Brace expansion as bash does it (``a{b,c}``, ``{1..3}``) on a backslash-escaped word."""
+    i = 0
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+            continue
+        if s[i] == "{" and s[i - 1 : i] != "$":
+            depth, j, commas = 0, i, []
+            while j < len(s):
+                if s[j] == "\\":
+                    j += 2
+                    continue
+                depth += (s[j] == "{") - (s[j] == "}")
+                if depth == 0:
+                    break
+                if s[j] == "," and depth == 1:
+                    commas.append(j)
+                j += 1
+            if j >= len(s):
+                return [s]
+            inner = s[i + 1 : j]
+            if commas:
+                bounds = [i, *commas, j]
+                parts = [s[a + 1 : b] for a, b in zip(bounds, bounds[1:])]
+            elif m := _SEQUENCE.fullmatch(inner):
+                if m.group(4):
+                    a, b = ord(m.group(4)), ord(m.group(5))
+                    parts = [chr(c) for c in range(a, b + (1 if b >= a else -1), 1 if b >= a else -1)][:limit]
+                else:
+                    a, b, step = int(m.group(1)), int(m.group(2)), abs(int(m.group(3) or 1)) or 1
+                    parts = [str(n) for n in range(a, b + (1 if b >= a else -1), step if b >= a else -step)][:limit]
+            else:
+                i += 1
+                continue
+            out: list[str] = []
+            for part in parts:
+                out += _expand_braces(s[:i] + part + s[j + 1 :], limit - len(out))
+                if len(out) >= limit:
+                    return out[:limit]
+            return out
+        i += 1
+    return [s]
 
 
 def _body_substitutions(body: str, depth: int) -> list[Script]:
@@ -473,7 +551,7 @@ class _Builder:
                 if not self.words and _ASSIGNMENT.match(raw):
                     self.assignments.append(value)
                 else:
-                    self.words.append(value)
+                    self.words.extend(value.braces or [value])
                 self.nested.extend(nested)
         self._finish()
         return self.script
