@@ -144,9 +144,10 @@ async def _find(store: Any, ref: str) -> Any:
     if len(ref) < MIN_PREFIX or not re.fullmatch(r"[0-9a-f]+", ref):
         raise _Refused(f"No approval {ref!r}. List the waiting ones with: hermes-editor approvals list")
     rows = await store.select("SELECT id FROM approvals WHERE id >= ? AND id < ? LIMIT 2", (ref, ref + "g"))
-    if len(rows) != 1:
-        what = "more than one approval" if rows else "no approval"
-        raise _Refused(f"{ref!r} matches {what}. List the waiting ones with: hermes-editor approvals list")
+    if not rows:
+        raise _Refused(f"No approval {ref!r}. List the waiting ones with: hermes-editor approvals list")
+    if len(rows) > 1:
+        raise _Refused(f"{ref!r} matches more than one approval; give more of the id. List them with: hermes-editor approvals list")
     return await store.get_approval(rows[0]["id"])
 
 

@@ -18,6 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from core.config import config_path
 from core.store.sessions import SearchQueryError
 from hermes_mcp import approvals as approvals_mod
 from hermes_mcp import history
@@ -155,6 +156,13 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         allowed = runtime.allowed_projects(roots)
         if not cwd and not session_id:
             cwd = next((str(r) for r in roots if r in allowed), None)
+            if cwd is None and roots:
+                shared = ", ".join(str(r) for r in roots)
+                raise ToolError(
+                    f"cwd is required: the client's roots ({shared}) are too broad to be a project (never /, the home "
+                    f"directory or above). Name the project's folder as cwd; it must be in [mcp] projects of "
+                    f"{config_path()} or opened as a root in the client."
+                )
         try:
             return await runtime.tasks.start(prompt, cwd=cwd, session_id=session_id, mode=mode, allowed=allowed)
         except (TaskError, NotReady, ProjectRefused) as exc:
