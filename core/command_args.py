@@ -3,7 +3,7 @@ options of ``tar`` and ``git`` that run programs or write, and shell globs as th
 expand them (``core.command_code`` reads the programs carried in arguments: sed, awk, ``-c``).
 
 Each inspector returns ``Effects`` (a level with its reason, the files written and read, the
-network, command texts it runs); ``core.command_rules`` resolves the paths and judges the texts.
+network); ``core.command_rules`` resolves the paths.
 They only ever raise a grade.
 """
 
@@ -31,7 +31,6 @@ class Effects:
     writes: list[str] = field(default_factory=list)  # words naming files, as the program sees them
     reads: list[str] = field(default_factory=list)
     network: bool = False
-    runs: list[str] = field(default_factory=list)  # command lines it runs
     programs: list[str] = field(default_factory=list)  # the words that hold its program (a sed script ...)
 
     def flag(self, level: int, reason: str) -> None:

@@ -37,11 +37,13 @@ def parse_sed(s: str) -> SedScript:
                 i += 2
             elif s[i] == delim:
                 return i + 1
-            elif s[i] == "[" and regex:  # a bracket expression may hold the delimiter
-                j = i + 1 + (s[i + 1 : i + 2] == "^")
+            elif s[i] == "[" and regex:  # a bracket expression may hold the delimiter: s/[/]/x/
+                j = i + 1
+                j += s[j : j + 1] == "^"
                 j += s[j : j + 1] == "]"
                 while j < n and s[j] != "]":
-                    j = s.find(s[j + 1] + "]", j + 2) + 2 if s[j] == "[" and s[j + 1 : j + 2] in (":", ".", "=") and s.find(s[j + 1] + "]", j + 2) > 0 else j + 1
+                    close = s.find(s[j + 1] + "]", j + 2) if s[j] == "[" and s[j + 1 : j + 2] in (":", ".", "=") else -1
+                    j = close + 2 if close > 0 else j + 1  # [:space:] and the like
                 if j >= n:
                     return -1
                 i = j + 1
@@ -329,7 +331,7 @@ _CODE_RULES = (
 # Languages whose calls need no parentheses (``system "cmd"``, backquotes run a shell).
 _BARE_CALLS = re.compile(r"`|(?<![\w.$@%>:-])(system|exec|spawn|fork|unlink|rmdir|kill|syscall)\b")
 _BARE_LANGUAGES = {"perl", "ruby", "php", "lua", "tcl", "PowerShell", "AppleScript", "R"}
-_POWERSHELL = re.compile(r"(^|[\s;|(&{])(rm|del|erase|rd|ri|rmdir|mv|move|mi|iwr|irm|curl|wget|sc|set-content|out-file|&|\.)(\s|$)", re.I)
+_POWERSHELL = re.compile(r"(^|[\s;|(&{])(rm|del|erase|rd|ri|rmdir|mv|move|mi|iwr|irm|curl|wget|sc|set-content|out-file|&)(\s|$)", re.I)
 _CODE_NETWORK = re.compile(
     r"urllib|\brequests\s*\.|http\.client|httplib|\bhttpx\b|aiohttp|\bsocket\b|urlopen|(?<![\w.])fetch\s*\(|\bhttps?\s*\.\s*(get|request)"
     r"|\bnet\s*\.\s*(connect|createConnection|Socket)|XMLHttpRequest|WebSocket|Net::HTTP|open-uri|LWP|HTTP::Tiny|IO::Socket|curl_"
@@ -341,7 +343,7 @@ _CODE_WRITES = (
     # Path("p").write_text(...)
     re.compile(r"""\bPath\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*\)\s*\.\s*(?P<mode>write_text|write_bytes|touch|mkdir|symlink_to|hardlink_to|chmod|open\s*\(\s*['"][wax+])"""),
     # writeFileSync("p", ...), File.write("p"), file_put_contents("p")
-    re.compile(r"""\b(?P<mode>writeFile\w*|appendFile\w*|createWriteStream|copyFile\w*|mkdirSync|symlink\w*|cpSync|writeTextFile|Bun\.write|file_put_contents|File\.write|IO\.write|writeLines|saveRDS)\s*\(\s*(['"`])(?P<path>[^'"`\n]+)\2"""),
+    re.compile(r"""\b(?P<mode>writeFile\w*|appendFile\w*|createWriteStream|mkdirSync|writeTextFile|Bun\.write|file_put_contents|File\.write|IO\.write|writeLines|saveRDS)\s*\(\s*(['"`])(?P<path>[^'"`\n]+)\2"""),
     # perl: open(my $f, '>', 'p') or open(F, ">p")
     re.compile(r"""\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*(['"])\s*(?P<mode>\+?>{1,2}|\+<)\s*(?P<path>[^'"\n]*)\1(?:\s*,\s*(['"])(?P<path3>[^'"\n]+)\4)?"""),
 )
@@ -401,7 +403,7 @@ _SEPARATE_VALUES = {
     "php": {"-c", "-d", "-z"},
     "R": {"--file"},
 }
-_ATTACHED_LETTERS = {"perl": "IMmlx0CdDV", "ruby": "IxCFEKW0T", "python": "WX"}
+_ATTACHED_LETTERS = {"perl": "IMmlx0CdDVF", "ruby": "IxCFEKW0T", "python": "WX"}
 
 
 def find_inline(prog: str, args: list[str]) -> Inline:
@@ -452,8 +454,8 @@ def find_inline(prog: str, args: list[str]) -> Inline:
             if lang in ("perl", "ruby") and a[j] == "i":
                 found.in_place = True
                 break
-            if option in _SEPARATE_VALUES.get(lang, ()) and not rest:
-                i += 1
+            if option in _SEPARATE_VALUES.get(lang, ()):
+                i += not rest  # its value is the rest of the word, or the next word
                 break
             if a[j] in _ATTACHED_LETTERS.get(lang, ""):
                 break

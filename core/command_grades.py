@@ -298,8 +298,10 @@ class Grades:
                     self.flag(NORMAL, "less reads key bindings that can run commands")
             if any(a.startswith("+") and set(a) & set("!|") for a in args):
                 self.flag(DANGEROUS, "less runs a shell command given as its first command")
-        elif prog == "date" and (flags & {"-s", "--set"} or any(a.startswith("--set=") for a in args) or any(not a.startswith(("+", "-")) for a in plain)):
-            return DANGEROUS, "it sets the system clock"
+        elif prog == "date":
+            found = list(args_.scan(args, {"-d", "--date", "-f", "--file", "-r", "--reference", "-s", "--set"}))
+            if any(o in ("-s", "--set") or o is None and not (v or "").startswith("+") for o, v in found):
+                return DANGEROUS, "it sets the system clock"
         elif prog == "hostname" and (plain or "-F" in flags or "--file" in flags):
             return DANGEROUS, "it changes the machine's name"
         elif prog == "ps" and any(not a.startswith("-") and "e" in a for a in args):
@@ -329,13 +331,12 @@ class Grades:
         return any(_SQL_DANGER.search(text) for text in texts)
 
 
-
 def _host_access(args: list[str]) -> bool:
     """Container options that hand it the host: privileged, the host's PID space, / or the engine's socket."""
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
         value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-        if name in ("--privileged", "--cap-add") and (not eq or value.lower() in ("true", "all", "sys_admin")):
+        if name == "--privileged" and (not eq or value.lower() == "true") or name == "--cap-add" and value.lower() in ("all", "sys_admin"):
             return True
         if name in ("--pid", "--userns", "--ipc", "--uts") and value == "host":
             return True

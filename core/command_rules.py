@@ -185,7 +185,7 @@ class _Judge(Grades):
         reads = tuple(dict.fromkeys(self.reads))[:1000]
         return Assessment(_NAMES[self.level], self.reason, tuple(dict.fromkeys(self.writes)), reads, tuple(dict.fromkeys(self.keys)), tuple(dict.fromkeys(self.all_keys)), tuple(dict.fromkeys(self.programs)), self.network)
 
-    def apply(self, effects: Effects, cwd: Path, privileged: bool = False, *, sends: bool = False) -> None:
+    def apply(self, effects: Effects, cwd: Path, *, sends: bool = False) -> None:
         """Take in what an inspector found; ``sends``: its reads leave the machine, so they count
         even before the file exists (it may be made earlier in the line)."""
         self.flag(effects.level, effects.reason)
@@ -194,8 +194,6 @@ class _Judge(Grades):
         for word in effects.reads:
             self._read(word, cwd, exists=not sends)
         self.network |= effects.network
-        for text in effects.runs:
-            self.nested_text(text, cwd, privileged)
 
     # --- walking -----------------------------------------------------------------------
 
@@ -598,8 +596,6 @@ class _Judge(Grades):
 
     def _read_program(self, word: str, cwd: Path) -> str | None:
         return args_.read_small(self._path(word, cwd))
-
-
 
 
 def _canonical(prog: str) -> str:
