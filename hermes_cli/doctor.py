@@ -85,6 +85,7 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
     record(await check_store())
     record(check_hermes_acp())
     record(check_sandbox())
+    record(check_mcp_token())
     record(check_node())
 
     failures = [c for c in checks if c.ok is False and c.required]
@@ -293,6 +294,27 @@ def check_sandbox() -> Check:
         else "Commands will ask before they run."
     )
     return Check(False, f"No sandbox: {found.detail}. In accept-edits and auto, every command that does more than read asks", fix, required=False)
+
+
+def check_mcp_token() -> Check:
+    """Where the bearer token of hermes-mcp --http is, and that only its owner can read it."""
+    from core.tokens import TOKEN_ENV, TokenError, read_mcp_token, token_path
+
+    try:
+        token = read_mcp_token()
+    except TokenError as exc:
+        return Check(False, "MCP token (hermes-mcp --http) is not usable", str(exc))
+    if token is None:
+        return Check(None, f"No MCP token yet: 'hermes-mcp --http' makes {token_path()} (mode 0600) when it first starts")
+    # Enough of the value to tell tokens apart, never enough to use one (the rest stays redacted).
+    shown = f"{token.value[:4]}… ({len(token.value)} characters)"
+    if token.source == "env":
+        return Check(True, f"MCP token {shown} from {TOKEN_ENV}: clients of 'hermes-mcp --http' send 'Authorization: Bearer <token>'")
+    return Check(
+        True,
+        f"MCP token {shown} in {token.path} (mode 0600): clients of 'hermes-mcp --http' send "
+        f"'Authorization: Bearer <token>'; print it with: cat {token.path}",
+    )
 
 
 def check_node() -> Check:
