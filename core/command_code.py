@@ -403,7 +403,7 @@ _SEPARATE_VALUES = {
     "php": {"-c", "-d", "-z"},
     "R": {"--file"},
 }
-_ATTACHED_LETTERS = {"perl": "IMmlx0CdDVF", "ruby": "IxCFEKW0T", "python": "WX"}
+_ATTACHED_LETTERS = {"perl": "IMmxCdDVF", "ruby": "IxCFEKW0T", "python": "WX"}
 
 
 def find_inline(prog: str, args: list[str]) -> Inline:
@@ -437,8 +437,13 @@ def find_inline(prog: str, args: list[str]) -> Inline:
                 i += 1 if eq or name not in _SEPARATE_VALUES.get(lang, ()) else 2
             continue
         i += 1
-        for j in range(1, len(a)):
+        j = 0
+        while (j := j + 1) < len(a):
             option, rest = "-" + a[j], a[j + 1 :]
+            if lang == "perl" and a[j] in "l0":  # -l and -0 take only digits (-0 also xHEX): -lane is -l -a -n -e
+                number = re.match(r"x[0-9A-Fa-f]+|[0-7]*" if a[j] == "0" else r"[0-7]*", rest)
+                j += len(number.group()) if number else 0
+                continue
             if option in flags:
                 if rest:
                     found.codes.append(rest)

@@ -484,6 +484,11 @@ class _Judge(Grades):
                 if path is not None and not self._inside(path):
                     self.flag(DANGEROUS, f"it runs inline {found.lang} code that writes outside the project ({path})")
             self.apply(effects, cwd)
+        if not codes and any(set(a) & set(" ;(") for a in argv[1:]):
+            # Options this parse does not know may still carry code: look at the words anyway.
+            loose = code_.inline_effects(found.lang, " ".join(argv[1:]))
+            if loose.level == DANGEROUS:
+                self.flag(DANGEROUS, loose.reason.replace("inline", "what may be inline"))
         if found.in_place:
             self.flag(NORMAL, f"{prog} -i changes files")
             for word in found.operands:

@@ -337,6 +337,9 @@ ROWS = {
         ("python3.12 -c 'import os; os.system(\"id\")'", "dangerous", {}),
         ("python3 -c \"$(cat f)\"", "dangerous", {"why": "cannot be checked"}),
         ("perl -e \"$(base64 -d < f)\"", "dangerous", {}),
+        ("perl -0e 'system \"id\"'", "dangerous", {}),
+        ("perl -lane 'print $F[0]' f", "normal", {"why": "inline perl code"}),
+        ("python3 --some-new-flag 'import os; os.system(\"id\")'", "dangerous", {}),
     ],
     "aliases": [
         ("alias x='rm -rf ~'; x", "hard", {}),
