@@ -261,7 +261,7 @@ class ApprovalPolicy:
 
     def _needs(self, action: Action, found: Assessment, cwd: Path) -> _Needs:
         """What the sandbox must add for this command."""
-        need = _Needs(network=getattr(found, "network", False) or action.wants.network, unconfined=action.wants.unconfined)
+        need = _Needs(network=found.network or action.wants.network, unconfined=action.wants.unconfined)
         for path in [*found.writes, *action.wants.writable]:
             if within(path, self.roots):
                 entry = protected_entry(path)

@@ -13,8 +13,8 @@ ROOT = Path("/work/project")
 HOME = Path("/home/user")
 
 
-def _policy(mode="ask", rules=(), root=ROOT):
-    return ApprovalPolicy(mode=mode, roots=[root], rules=list(rules), home=HOME)
+def _policy(mode="ask", rules=(), root=ROOT, sandbox=True):
+    return ApprovalPolicy(mode=mode, roots=[root], rules=list(rules), home=HOME, sandbox=sandbox)
 
 
 def _run(command: str, root: Path = ROOT) -> Action:
@@ -62,12 +62,16 @@ def test_modes_for_edits_and_commands():
     assert _policy("auto").decide(write)[0] == "allow"
     assert _policy("read-only").decide(write)[0] == "refuse"
     assert _policy("read-only").decide(Action("read_file", "read", True, (ROOT / "a.py",)))[0] == "allow"
-    # Safe commands run unasked in accept-edits; others ask there; auto runs them.
+    # With a sandbox, accept-edits and auto run commands in it; the network asks in every mode.
     assert _policy("ask").decide(_run("pytest -q"))[0] == "ask"
     assert _policy("accept-edits").decide(_run("pytest -q"))[0] == "allow"
-    assert _policy("accept-edits").decide(_run("npm install"))[0] == "ask"
-    assert _policy("auto").decide(_run("npm install"))[0] == "allow"
+    assert _policy("accept-edits").decide(_run("npm run build"))[0] == "allow"
+    assert _policy("auto").decide(_run("npm install"))[0] == "ask"
     assert _policy("read-only").decide(_run("ls"))[0] == "refuse"
+    # Without one, only pure reads run unasked, and the user is told why once.
+    assert _policy("accept-edits", sandbox=False).decide(_run("ls -la"))[0] == "allow"
+    ruling = _policy("auto", sandbox=False).ruling(_run("pytest -q"))
+    assert ruling.verdict == "ask" and "no sandbox" in ruling.reason and "No sandbox" in ruling.notice
     # An MCP tool that changes things ("other" kind) asks unless auto.
     other = Action("mcp__x__y", "other", False, ())
     assert _policy("accept-edits").decide(other)[0] == "ask" and _policy("auto").decide(other)[0] == "allow"
@@ -79,9 +83,12 @@ def test_always_rules_apply_to_the_program_and_subcommand():
     assert policy.decide(_run("npm run build && npm run lint"))[0] == "ask", "every command must be covered"
     assert policy.decide(_run("cd web && npm run build"))[0] == "allow", "safe commands ride along"
     assert policy.decide(_run("npm test"))[0] == "ask"
+    # A rule made for a run without the network does not let the network in.
+    assert policy.ruling(_run("pytest --pip-install x && curl example.com")).verdict == "ask"
     assert policy.decide(Action("write_file", "edit", False, (ROOT / "a",)))[0] == "refuse"
     assert policy.rule_key(_run("/usr/bin/git status")) == ("run_command", "git status")
     assert policy.rule_key(_run("cd sub && git commit -m x")) == ("run_command", "git commit")
+    assert policy.rule_key(_run("npm install")) == ("run_command", "net:npm install")
     assert policy.rule_key(_run("python -m pytest -q")) == ("run_command", "python -m pytest")
 
 
@@ -89,7 +96,7 @@ def test_an_always_rule_never_unlocks_a_dangerous_command():
     policy = _policy("auto", [("run_command", "git", "allow"), ("run_command", "*", "allow")])
     ruling = policy.ruling(_run("git push --force origin main"))
     assert ruling.verdict == "ask" and not ruling.offer_always and "force" in ruling.reason
-    assert policy.ruling(_run("git push origin main")).verdict == "allow"
+    assert policy.ruling(_run("git push origin main")).verdict == "allow", "'*' covers it, network included"
 
 
 def test_always_reject_refuses_the_program_anywhere_in_the_line():
@@ -149,10 +156,13 @@ def test_parser_splits_like_a_shell():
 
 
 # --- the corpus ---------------------------------------------------------------------------
-# (command, decision): "safe" runs unasked in accept-edits and auto; "normal" asks in
-# accept-edits and runs in auto; "dangerous" asks in every mode and never offers "always";
-# "confined" asks in every mode because it writes or runs outside the project or touches a
-# secret; "refuse" is never run. In ask mode everything but "refuse" asks; read-only refuses all.
+# (command, decision): "safe" only reads, and runs unasked in accept-edits and auto with or
+# without a sandbox; "normal" stays in the project (running its code included): with a sandbox
+# it runs there unasked in accept-edits and auto, without one it asks; "network" and "repo"
+# (git changing the repository) ask in every mode, "always" on offer; "dangerous" asks in every
+# mode and never offers "always"; "confined" asks in every mode because it writes or reads
+# outside the project, touches a secret or a protected path; "refuse" is never run. In ask
+# mode everything but "refuse" asks; read-only refuses all.
 
 CORPUS = [
     # read-only and checks
@@ -199,26 +209,26 @@ CORPUS = [
     ("git stash list", "safe"),
     ("git config --get user.email", "safe"),
     ("git tag", "safe"),
-    ("pytest", "safe"),
-    ("pytest -q tests/core", "safe"),
-    ("python -m pytest -x", "safe"),
-    (".venv/bin/python -m pytest -q", "safe"),
-    ("uv run pytest", "safe"),
-    ("FOO=1 pytest -k slow", "safe"),
-    ("timeout 60 pytest", "safe"),
-    ("npm test", "safe"),
-    ("npm run test", "safe"),
-    ("yarn test", "safe"),
-    ("cargo test", "safe"),
-    ("cargo clippy", "safe"),
-    ("go test ./...", "safe"),
-    ("go vet ./...", "safe"),
-    ("mypy core", "safe"),
+    ("pytest", "normal"),
+    ("pytest -q tests/core", "normal"),
+    ("python -m pytest -x", "normal"),
+    (".venv/bin/python -m pytest -q", "normal"),
+    ("uv run pytest", "normal"),
+    ("FOO=1 pytest -k slow", "normal"),
+    ("timeout 60 pytest", "normal"),
+    ("npm test", "normal"),
+    ("npm run test", "normal"),
+    ("yarn test", "normal"),
+    ("cargo test", "normal"),
+    ("cargo clippy", "normal"),
+    ("go test ./...", "normal"),
+    ("go vet ./...", "normal"),
+    ("mypy core", "normal"),
     ("ruff check .", "safe"),
-    ("npx jest", "safe"),
-    ("tsc --noEmit", "safe"),
+    ("npx jest", "network"),
+    ("tsc --noEmit", "normal"),
     ("black --check .", "safe"),
-    ("make test", "safe"),
+    ("make test", "normal"),
     ("python --version", "safe"),
     ("env -i bash -c 'ls'", "safe"),
     ("bash -c 'git status && git diff'", "safe"),
@@ -236,11 +246,11 @@ CORPUS = [
     ("sort -o sorted.txt names.txt", "normal"),
     ("ruff check --fix .", "normal"),
     ("black .", "normal"),
-    ("npm install", "normal"),
+    ("npm install", "network"),
     ("npm run build", "normal"),
     ("npm run dev", "normal"),
-    ("pip install -e .", "normal"),
-    ("uv sync", "normal"),
+    ("pip install -e .", "network"),
+    ("uv sync", "network"),
     ("cargo build --release", "normal"),
     ("make", "normal"),
     ("python script.py", "normal"),
@@ -248,29 +258,29 @@ CORPUS = [
     ("node server.js", "normal"),
     ("bash scripts/setup.sh", "normal"),
     ("./configure && make", "normal"),
-    ("git add -A", "normal"),
-    ("git commit -m 'fix: DROP TABLE handling'", "normal"),
-    ("git checkout -b feature/x", "normal"),
-    ("git switch main", "normal"),
-    ("git pull --rebase", "normal"),
-    ("git push origin main", "normal"),
-    ("git fetch --all", "normal"),
-    ("git merge feature", "normal"),
-    ("git stash", "normal"),
-    ("git restore --staged src/app.py", "normal"),
-    ("git branch -d merged-branch", "normal"),
-    ("curl -s https://api.example.com/status", "normal"),
-    ("curl -o vendor/lib.js https://cdn.example.com/lib.js", "normal"),
-    ("wget https://example.com/file.tar.gz", "normal"),
+    ("git add -A", "repo"),
+    ("git commit -m 'fix: DROP TABLE handling'", "repo"),
+    ("git checkout -b feature/x", "repo"),
+    ("git switch main", "repo"),
+    ("git pull --rebase", "network"),
+    ("git push origin main", "network"),
+    ("git fetch --all", "network"),
+    ("git merge feature", "repo"),
+    ("git stash", "repo"),
+    ("git restore --staged src/app.py", "repo"),
+    ("git branch -d merged-branch", "repo"),
+    ("curl -s https://api.example.com/status", "network"),
+    ("curl -o vendor/lib.js https://cdn.example.com/lib.js", "network"),
+    ("wget https://example.com/file.tar.gz", "network"),
     ("tar xzf file.tar.gz", "normal"),
-    ("docker build -t app .", "normal"),
-    ("docker compose up -d", "normal"),
-    ("awk '{print $1}' data.txt", "normal"),
+    ("docker build -t app .", "network"),
+    ("docker compose up -d", "network"),
+    ("awk '{print $1}' data.txt", "safe"),
     ("xargs -n1 echo < list.txt", "safe"),
     ("find . -name '*.tmp' | xargs rm", "normal"),
     ("chmod +x scripts/run.sh", "normal"),
     ("ln -s ../shared lib", "normal"),
-    ("cd src && npm install", "normal"),
+    ("cd src && npm install", "network"),
     ("echo 'unterminated", "normal"),
     ("for f in *.py; do cp $f backup/; done", "normal"),
     ("if [ -f x ]; then touch y; fi", "normal"),
@@ -426,16 +436,19 @@ def project(tmp_path_factory) -> Path:
     (root / "src").mkdir(parents=True)
     for name in (".env", ".env.local", "id_rsa", "README.md", "src/app.py"):
         (root / name).write_text("x\n")
+    (root / ".git").mkdir()
     return root.resolve()
 
 
 _EXPECTED = {
-    # decision: (read-only, ask, accept-edits, auto)
-    "safe": ("refuse", "ask", "allow", "allow"),
-    "normal": ("refuse", "ask", "ask", "allow"),
-    "dangerous": ("refuse", "ask", "ask", "ask"),
-    "confined": ("refuse", "ask", "ask", "ask"),
-    "refuse": ("refuse", "refuse", "refuse", "refuse"),
+    # decision: (read-only, ask, accept-edits, auto) with a sandbox, then without one
+    "safe": (("refuse", "ask", "allow", "allow"), ("refuse", "ask", "allow", "allow")),
+    "normal": (("refuse", "ask", "allow", "allow"), ("refuse", "ask", "ask", "ask")),
+    "network": (("refuse", "ask", "ask", "ask"), ("refuse", "ask", "ask", "ask")),
+    "repo": (("refuse", "ask", "ask", "ask"), ("refuse", "ask", "ask", "ask")),
+    "dangerous": (("refuse", "ask", "ask", "ask"), ("refuse", "ask", "ask", "ask")),
+    "confined": (("refuse", "ask", "ask", "ask"), ("refuse", "ask", "ask", "ask")),
+    "refuse": (("refuse", "refuse", "refuse", "refuse"), ("refuse", "refuse", "refuse", "refuse")),
 }
 
 
@@ -446,13 +459,16 @@ def test_the_corpus_is_large_and_varied():
     assert all(counts[d] >= 8 for d in _EXPECTED), counts
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "no-sandbox"])
 @pytest.mark.parametrize("command, decision", CORPUS, ids=[c[:60] for c, _ in CORPUS])
-def test_corpus(project, command, decision):
+def test_corpus(project, command, decision, sandbox):
     modes = ("read-only", "ask", "accept-edits", "auto")
-    got = tuple(ApprovalPolicy(mode=m, roots=[project], home=HOME).ruling(_run(command, project)) for m in modes)
-    assert tuple(r.verdict for r in got) == _EXPECTED[decision], [r.reason for r in got]
+    got = tuple(ApprovalPolicy(mode=m, roots=[project], home=HOME, sandbox=sandbox).ruling(_run(command, project)) for m in modes)
+    assert tuple(r.verdict for r in got) == _EXPECTED[decision][0 if sandbox else 1], [r.reason for r in got]
     if decision in ("dangerous", "confined", "refuse"):
         assert not got[3].offer_always, "never offer 'always' for this"
+    if decision in ("network", "repo"):
+        assert got[3].offer_always and got[3].grants, "asks for what the sandbox must add"
     level = assess(command, project, [project], HOME).level
     if decision == "dangerous":
         assert level == "dangerous", got[3].reason
