@@ -38,7 +38,7 @@ async def test_no_secret_reaches_logs_store_exports_or_children(hermes_home, tmp
         async with running_agent(client, env) as (conn, _, transcript):
             sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[acp.text_block("show me the environment")])
-        async with connected(mcp_env(hermes_home, server.base_url, extra=extra)) as mcp:
+        async with connected(mcp_env(hermes_home, server.base_url, extra=extra), roots=[project]) as mcp:
             await mcp.call_tool("ask", {"prompt": "hello", "cwd": str(project)})
             await mcp.call_tool("sessions_search", {"query": "environment"})
     # The command's environment (what a child process inherits) carried none of them.

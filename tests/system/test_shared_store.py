@@ -104,7 +104,7 @@ async def test_four_writers_share_one_store(hermes_home, tmp_path):
 
             async def mcp_side() -> tuple[str, list[dict]]:
                 views = []
-                async with connected(mcp_env(hermes_home, server.base_url)) as client:
+                async with connected(mcp_env(hermes_home, server.base_url), roots=[project]) as client:
                     session_id = None
                     for i in range(TURNS):
                         args = {"prompt": f"mcp turn {i} quokka", "cwd": str(project)}
