@@ -8,6 +8,7 @@ import pytest
 from core.approvals import Action, ApprovalPolicy, command_program, hard_refused, is_secret_path
 from core.command_rules import assess
 from core.commands import ParseError, parse
+from core.paths import protected_entry
 
 ROOT = Path("/work/project")
 HOME = Path("/home/user")
@@ -474,3 +475,43 @@ def test_corpus(project, command, decision, sandbox):
         assert level == "dangerous", got[3].reason
     if decision == "confined":
         assert level in ("safe", "normal"), "asks for where it reaches, not for what it is"
+
+# --- what a command needs beyond the sandbox ------------------------------------------------
+
+def _wanting(command: str, root: Path, **wants) -> Action:
+    from core.sandbox import Grants
+
+    return Action("run_command", "execute", False, (root,), command, Grants(**wants))
+
+
+@pytest.mark.parametrize("mode", ["ask", "accept-edits", "auto"])
+@pytest.mark.parametrize(
+    "command", ["echo x > .vscode/tasks.json", "cp hook .git/hooks/pre-commit", "tee .ENVRC", "mkdir -p .github/workflows", "sed -n 'w .gitattributes' f"]
+)
+def test_protected_paths_written_by_commands_ask_in_every_mode(tmp_path, mode, command):
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    ruling = ApprovalPolicy(mode=mode, roots=[tmp_path], home=HOME, sandbox=True).ruling(_run(command, tmp_path))
+    assert ruling.verdict == "ask" and not ruling.offer_always, ruling.reason
+    assert ruling.grants.writable and all(tmp_path in g.parents and protected_entry(g) == g for g in ruling.grants.writable), "it opens that entry"
+
+
+def test_what_the_model_asks_for_is_asked_and_granted(tmp_path):
+    policy = ApprovalPolicy(mode="auto", roots=[tmp_path], home=HOME, sandbox=True)
+    net = policy.ruling(_wanting("make fetch", tmp_path, network=True))
+    assert net.verdict == "ask" and net.offer_always and net.grants.network and "the network" in net.reason
+    out = policy.ruling(_wanting("make install", tmp_path, writable=(tmp_path.parent / "not-yet" / "bin",)))
+    assert out.verdict == "ask" and not out.offer_always
+    assert out.grants.writable == (tmp_path.parent,), "a path that does not exist is made in its nearest folder, which is what is granted"
+    free = policy.ruling(_wanting("make", tmp_path, unconfined=True))
+    assert free.verdict == "ask" and not free.offer_always and free.grants.unconfined and "outside the sandbox" in free.reason
+
+
+def test_git_commands_that_change_the_repository_ask_for_it(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "sub").mkdir()
+    policy = ApprovalPolicy(mode="accept-edits", roots=[tmp_path], home=HOME, sandbox=True)
+    ruling = policy.ruling(Action("run_command", "execute", False, (tmp_path / "sub",), "git commit -qm x"))
+    assert ruling.verdict == "ask" and ruling.offer_always and ruling.grants.writable == (tmp_path / ".git",)
+    policy.rules.insert(0, ("run_command", *policy.rule_key(Action("run_command", "execute", False, (tmp_path,), "git commit -qm x"))[1:], "allow"))
+    assert policy.ruling(_run("git commit -qm y", tmp_path)).verdict == "allow", "'always' covers the next commit"
+    assert policy.ruling(_run("echo x > .git/hooks/pre-commit", tmp_path)).verdict == "ask", "not other writes into .git"
