@@ -31,9 +31,11 @@ class RedactingFilter(logging.Filter):
         self.secrets.extend(s for s in secrets if s and len(s) >= 6 and s not in self.secrets)
 
     def redact(self, text: str) -> str:
+        from core.redaction import scrub
+
         for secret in self.secrets:
             text = text.replace(secret, "[redacted]")
-        return _KEY_SHAPES.sub("[redacted]", text)
+        return _KEY_SHAPES.sub("[redacted]", scrub(text))  # and every configured secret, however encoded
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
