@@ -416,3 +416,25 @@ def test_doctor_reports_the_sandbox(hermes_home, setting):
         assert "✓" in line and "bubblewrap" in line, line
     else:
         assert "✗" in line and "HERMES_SANDBOX" in line and "asks" in line, line
+
+
+# --- redaction at the boundary: however a configured secret got into a result ----------------
+
+async def test_configured_secrets_are_scrubbed_from_results_store_and_requests(hermes_home, world):
+    (world.project / "notes.txt").write_text(f"deploy with {API_KEY}\n")
+    calls = [
+        ("read_file", {"path": "notes.txt"}),
+        ("grep", {"pattern": "sk-test", "path": "."}),
+        "base64 notes.txt",
+        "xxd -p notes.txt | tr -d '\\n'",
+        "cat notes.txt | rev | rev",
+        "python3 -c \"import sys; sys.stderr.write(open('notes.txt').read())\"",
+    ]
+    _, server = await _attack(hermes_home, world, calls, mode="auto")
+    requests = json.dumps(server.requests)
+    encodings = [API_KEY, base64.b64encode(f"deploy with {API_KEY}\n".encode()).decode()[16:40], API_KEY.encode().hex()]
+    for form in encodings:
+        assert form not in requests, f"{form!r} reached the model"
+        assert form.encode() not in _store_bytes(hermes_home)
+    assert "[redacted]" in requests, "the results said something was removed"
+    assert all(API_KEY not in p.read_text(errors="replace") for p in (hermes_home / "logs").glob("*"))
