@@ -31,8 +31,8 @@ from core import command_code as code_
 from core.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects, unchecked
 from core.command_grades import Grades
 from core.command_tables import (
-    DOWNLOADERS, HARMLESS_GIT_VARIABLES, INLINE_CODE, INTERPRETERS, LOOKUP_VARIABLES, PYTHON_MODULES,
-    PYTHON_MODULES_CODE, SHELLS, variable_runs_code,
+    BWRAP_ARITY, DOWNLOADERS, ELSEWHERE, HARMLESS_GIT_VARIABLES, INLINE_CODE, INTERPRETERS, LOOKUP_VARIABLES,
+    PYTHON_MODULES, PYTHON_MODULES_CODE, RUNNERS, SHELLS, WRAPPER_OPTIONS, WRAPPER_POSITIONALS, variable_runs_code,
 )
 from core.commands import ParseError, Script, SimpleCommand, parse
 
@@ -52,40 +52,6 @@ _TEMP_DIRS = ("/var/tmp", "/var/folders", "/private/var/folders", "/private/tmp"
 # For lines that do not parse; parsed lines are checked structurally (a function that pipes or
 # backgrounds itself).
 _FORK_TEXT = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
-_OPTIONS_WITH_VALUES = {
-    "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--chdir", "--prompt", "--host"},
-    "doas": {"-u", "-C"},
-    "runuser": {"-u", "-g", "-G", "--user", "--group", "--supp-group"},
-    "nice": {"-n", "--adjustment"},
-    "ionice": {"-c", "-n", "-t", "--class", "--classdata"},
-    "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "gtimeout": {"-s", "--signal", "-k", "--kill-after"},
-    "stdbuf": {"-i", "-o", "-e"},
-    "flock": {"-w", "-E", "--timeout", "--conflict-exit-code"},
-    "time": {"-f", "-o", "--format", "--output"},
-    "exec": {"-a"},
-    "xargs": {"-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file", "--max-lines"},
-    "env": {"-u", "--unset", "-C", "--chdir"},
-    "npx": {"-p", "--package"},
-    "watch": {"-n", "--interval", "-q", "--equexit"},
-    "unshare": {"-S", "-G", "-R", "-w", "--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups"},
-    "nsenter": {"-t", "-S", "-G", "--target", "--setuid", "--setgid"},
-    "chroot": {"--userspec", "--groups"},
-    "systemd-run": {"-u", "-p", "-E", "-M", "-H", "--unit", "--property", "--setenv", "--machine", "--host", "--uid", "--gid", "--nice", "--slice", "--description", "--working-directory"},
-    "strace": {"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-X", "--output"},
-    "ltrace": {"-o", "-e", "-p", "-s", "-u", "-a", "-n", "--output"},
-    "firejail": set(), "flatpak-spawn": set(), "torsocks": set(), "proxychains": {"-f"}, "proxychains4": {"-f"},
-    "nohup": set(), "setsid": set(), "builtin": set(), "command": set(), "unbuffer": set(), "caffeinate": set(), "bunx": set(), "pnpx": set(),
-    "fakeroot": set(), "dbus-run-session": set(), "xvfb-run": set(), "catchsegv": set(), "coproc": set(), "uvx": {"--from", "--with", "-p", "--python"},
-}
-_POSITIONALS = {"timeout": 1, "gtimeout": 1, "flock": 1, "chrt": 1, "taskset": 1, "chroot": 1}
-_RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("hatch", "run"), ("rye", "run"), ("bundle", "exec"), ("pnpm", "exec"), ("npm", "exec"), ("yarn", "exec")}
-_ELSEWHERE = {"unshare", "nsenter", "chroot", "systemd-run", "flatpak-spawn"}  # run past the sandbox or as a service
-_BWRAP_ARITY = {
-    **dict.fromkeys(("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--dev-bind-try", "--symlink", "--setenv", "--file", "--bind-data", "--ro-bind-data", "--chmod"), 2),
-    **dict.fromkeys(("--chdir", "--tmpfs", "--proc", "--dev", "--dir", "--uid", "--gid", "--hostname", "--unsetenv", "--lock-file", "--seccomp", "--args", "--cap-add", "--cap-drop", "--perms", "--size", "--remount-ro", "--exec-label", "--file-label", "--userns", "--userns2", "--pidns", "--sync-fd", "--info-fd", "--json-status-fd", "--block-fd", "--userns-block-fd", "--overlay-src", "--tmp-overlay", "--ro-overlay", "--mqueue", "--argv0"), 1),
-    "--overlay": 3,
-}
 _SETTERS = {"export", "declare", "typeset", "local", "readonly"}
 _STDIN_INTERPRETERS = {"python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "osascript", "tclsh"}
 
@@ -257,7 +223,7 @@ class _Judge(Grades):
                     return self.flag(DANGEROUS, "it opens a root shell (su)")
                 if any(a in ("-s", "-i", "--shell", "--login") for a in argv[1:2]):
                     return self.flag(DANGEROUS, f"it opens a root shell ({prog})")
-                argv, assignments = _skip_options(argv[1:], _OPTIONS_WITH_VALUES.get(prog, set()))
+                argv, assignments = _skip_options(argv[1:], WRAPPER_OPTIONS.get(prog, set()))
                 self._assignments(assignments, cwd)
                 if not argv:
                     return self.flag(DANGEROUS, f"it runs as root ({prog})")
@@ -275,31 +241,31 @@ class _Judge(Grades):
             elif prog == "bwrap":
                 i = 1
                 while i < len(argv) and argv[i].startswith("--"):
-                    i += 1 + _BWRAP_ARITY.get(argv[i], 0) if argv[i] != "--" else 1
+                    i += 1 + BWRAP_ARITY.get(argv[i], 0) if argv[i] != "--" else 1
                     if argv[i - 1] == "--":
                         break
                 argv = argv[i:]
             elif prog == "script" and (at := next((i for i, a in enumerate(argv[1:-1], 1) if a == "--command" or a[:1] == "-" and a[1:2] != "-" and "c" in a), 0)):
                 return self.nested_text(argv[at + 1], cwd, privileged)
-            elif prog in _OPTIONS_WITH_VALUES or prog in _POSITIONALS:
-                if prog in _ELSEWHERE:
+            elif prog in WRAPPER_OPTIONS or prog in WRAPPER_POSITIONALS:
+                if prog in ELSEWHERE:
                     self.flag(DANGEROUS, f"it runs a command outside this session's confinement ({prog})")
                 if prog in ("torsocks", "proxychains", "proxychains4", "npx", "bunx", "pnpx", "uvx"):
                     self.network = True  # a proxy, or a package fetched to run
                 if prog in ("strace", "ltrace"):
-                    for option, value in args_.scan(argv[1:], _OPTIONS_WITH_VALUES[prog], permute=False):
+                    for option, value in args_.scan(argv[1:], WRAPPER_OPTIONS[prog], permute=False):
                         if option in ("-o", "--output") and value:
                             self._write(value, cwd)
                 if prog == "xargs":
                     source = ("input", self._xargs_replace(argv[1:]))
-                rest, assignments = _skip_options(argv[1:], _OPTIONS_WITH_VALUES.get(prog, set()), _POSITIONALS.get(prog, 0))
+                rest, assignments = _skip_options(argv[1:], WRAPPER_OPTIONS.get(prog, set()), WRAPPER_POSITIONALS.get(prog, 0))
                 self._assignments(assignments, cwd)
                 if prog == "watch":
                     return self.nested_text(" ".join(rest), cwd, privileged) if rest else None
                 if not rest:
                     break  # `env` alone prints, `xargs` alone echoes
                 argv = rest
-            elif (prog, argv[1] if len(argv) > 1 else "") in _RUNNERS:
+            elif (prog, argv[1] if len(argv) > 1 else "") in RUNNERS:
                 argv = _skip_options(argv[2:], set())[0]
             else:
                 break

@@ -1,5 +1,6 @@
-"""What programs do, as data: which only read, which run the project's code, which reach the
-network, and which variables and git settings make programs run other code.
+"""What programs do, as data: which run other commands (wrappers), which only read, which run
+the project's code, which reach the network, and which variables and git settings make programs
+run other code.
 
 ``core.command_rules`` consults these tables; keeping them here keeps the grader's logic short
 and the tables easy to extend.
@@ -36,6 +37,43 @@ INLINE_CODE: dict[str, tuple[str, frozenset[str]]] = {
 INTERPRETERS = SHELLS | frozenset(INLINE_CODE) | {"source", ".", "eval"}
 DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs"})
 AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
+
+# Programs that run another command given after their own options: their options that take a
+# value, and how many operands come before the command (``timeout 5 CMD``, ``chroot DIR CMD``).
+WRAPPER_OPTIONS = {
+    "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--chdir", "--prompt", "--host"},
+    "doas": {"-u", "-C"},
+    "runuser": {"-u", "-g", "-G", "--user", "--group", "--supp-group"},
+    "nice": {"-n", "--adjustment"},
+    "ionice": {"-c", "-n", "-t", "--class", "--classdata"},
+    "timeout": {"-s", "--signal", "-k", "--kill-after"},
+    "gtimeout": {"-s", "--signal", "-k", "--kill-after"},
+    "stdbuf": {"-i", "-o", "-e"},
+    "flock": {"-w", "-E", "--timeout", "--conflict-exit-code"},
+    "time": {"-f", "-o", "--format", "--output"},
+    "exec": {"-a"},
+    "xargs": {"-I", "-L", "-n", "-P", "-s", "-d", "-E", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file", "--max-lines"},
+    "env": {"-u", "--unset", "-C", "--chdir"},
+    "npx": {"-p", "--package"},
+    "watch": {"-n", "--interval", "-q", "--equexit"},
+    "unshare": {"-S", "-G", "-R", "-w", "--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups"},
+    "nsenter": {"-t", "-S", "-G", "--target", "--setuid", "--setgid"},
+    "chroot": {"--userspec", "--groups"},
+    "systemd-run": {"-u", "-p", "-E", "-M", "-H", "--unit", "--property", "--setenv", "--machine", "--host", "--uid", "--gid", "--nice", "--slice", "--description", "--working-directory"},
+    "strace": {"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-X", "--output"},
+    "ltrace": {"-o", "-e", "-p", "-s", "-u", "-a", "-n", "--output"},
+    "firejail": set(), "flatpak-spawn": set(), "torsocks": set(), "proxychains": {"-f"}, "proxychains4": {"-f"},
+    "nohup": set(), "setsid": set(), "builtin": set(), "command": set(), "unbuffer": set(), "caffeinate": set(), "bunx": set(), "pnpx": set(),
+    "fakeroot": set(), "dbus-run-session": set(), "xvfb-run": set(), "catchsegv": set(), "coproc": set(), "uvx": {"--from", "--with", "-p", "--python"},
+}
+WRAPPER_POSITIONALS = {"timeout": 1, "gtimeout": 1, "flock": 1, "chrt": 1, "taskset": 1, "chroot": 1}
+RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("hatch", "run"), ("rye", "run"), ("bundle", "exec"), ("pnpm", "exec"), ("npm", "exec"), ("yarn", "exec")}
+ELSEWHERE = {"unshare", "nsenter", "chroot", "systemd-run", "flatpak-spawn"}  # run past the sandbox or as a service
+BWRAP_ARITY = {
+    **dict.fromkeys(("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--dev-bind-try", "--symlink", "--setenv", "--file", "--bind-data", "--ro-bind-data", "--chmod"), 2),
+    **dict.fromkeys(("--chdir", "--tmpfs", "--proc", "--dev", "--dir", "--uid", "--gid", "--hostname", "--unsetenv", "--lock-file", "--seccomp", "--args", "--cap-add", "--cap-drop", "--perms", "--size", "--remount-ro", "--exec-label", "--file-label", "--userns", "--userns2", "--pidns", "--sync-fd", "--info-fd", "--json-status-fd", "--block-fd", "--userns-block-fd", "--overlay-src", "--tmp-overlay", "--ro-overlay", "--mqueue", "--argv0"), 1),
+    "--overlay": 3,
+}
 
 # Programs that only read (files, the environment, the repository): safe unless an option says
 # otherwise (command_rules checks those options program by program).
@@ -114,7 +152,7 @@ NETWORK: dict[str, frozenset[str] | None] = {
             "gh", "glab", "hub", "gcloud", "gsutil", "bq", "aws", "az", "kubectl", "oc", "terraform", "tofu", "helm",
             "pulumi", "vercel", "netlify", "fly", "flyctl", "heroku", "wrangler", "firebase", "doctl", "ansible",
             "ansible-playbook", "torsocks", "proxychains", "proxychains4", "yt-dlp", "youtube-dl", "huggingface-cli",
-            "hf", "svn", "sendmail", "mail", "mutt", "msmtp", "rclone", "s3cmd", "gsutil", "ngrok", "cloudflared",
+            "hf", "svn", "sendmail", "mail", "mutt", "msmtp", "rclone", "s3cmd", "ngrok", "cloudflared",
             "tailscale", "git-lfs",
         ),
         None,
