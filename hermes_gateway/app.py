@@ -100,6 +100,7 @@ class Gateway:
         from core.store import SessionStore
         from core.store.gateway import GatewayStore
         from core.store.jobs import JobStore
+        from hermes_gateway.access import SessionAccess
         from hermes_gateway.auth import Gate
         from hermes_gateway.chats import Conversations
         from hermes_gateway.commands import Commands
@@ -124,6 +125,7 @@ class Gateway:
         )
         self.agent: Agent = Agent(tools=toolset("gateway"), broker=ApprovalBroker(self.store, timeout=cfg.approvals.timeout), **common)  # type: ignore[arg-type]
         self.cron_agent: Agent = Agent(tools=toolset("cron"), broker=ApprovalBroker(self.store, timeout=60), **common)  # type: ignore[arg-type]
+        self.access = SessionAccess(self)
         self.conversations = Conversations(self)
         self.commands = Commands(self)
         self.scheduler = Scheduler(self)

@@ -23,6 +23,7 @@ from telegram.error import TelegramError
 from core.approvals import Decision
 from core.events import Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
+from hermes_gateway.access import not_yours
 from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
 
@@ -206,11 +207,15 @@ class Conversations:
         sid = conversation.session.id if conversation.session else None
         await self._gateway.gateway_store.bind(ChatBinding(conversation.target.key, conversation.project, sid, conversation.mode))
 
-    async def new_session(self, conversation: Conversation) -> Session:
+    async def new_session(self, conversation: Conversation, user_id: int | None) -> Session:
+        """A fresh session in the chat's project, started by ``user_id`` (it is theirs)."""
         from core.host import LocalHost
 
-        path = Path(self._gateway.projects[conversation.project])
-        session = await self._gateway.agent.new_session(path, LocalHost(self._gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        gateway = self._gateway
+        path = Path(gateway.projects[conversation.project])
+        session = await gateway.agent.new_session(path, LocalHost(gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        if user_id is not None:
+            await gateway.gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
         conversation.session = session
         await self.save(conversation)
         return session
@@ -235,7 +240,12 @@ class Conversations:
 
     async def _turn(self, conversation: Conversation, message: UserMessage, user_id: int) -> None:
         gateway = self._gateway
-        session = conversation.session or await self.new_session(conversation)
+        session = conversation.session
+        if session is not None and not await gateway.access.may_continue(user_id, session.id, conversation.target.key):
+            # A binding from before sessions had owners, or a session the owner brought here.
+            await send_text(gateway.bot, conversation.target, not_yours(session.id[:8]))
+            return
+        session = session or await self.new_session(conversation, user_id)
         stream = _Stream(gateway.bot, conversation.target, gateway.config.telegram.edit_interval)
         typing = asyncio.create_task(self._typing(conversation.target))
         conversation.busy_since = time.time()

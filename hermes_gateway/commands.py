@@ -6,6 +6,7 @@ configured list, never by a path typed in chat.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from core.cron import ScheduleError, fmt_time, parse_schedule
+from hermes_gateway.access import not_yours
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ __all__ = ["COMMANDS", "Commands"]
 MODES = ("read-only", "ask", "accept-edits", "auto")
 COMMANDS = {
     "new": "start a fresh conversation in this chat's project",
-    "sessions": "recent sessions of your projects, from every surface",
+    "sessions": "your recent sessions (the owner's: every surface's)",
     "resume": "continue a session by id (from /sessions): /resume ID",
     "project": "show or switch the project: /project NAME",
     "mode": "show or set the approval mode: /mode read-only|ask|accept-edits|auto",
@@ -80,7 +82,7 @@ class Commands:
     async def cmd_new(self, update: Update, target: Target, arg: str) -> None:
         conversation = await self._gateway.conversations.get(target)
         self._gateway.conversations.stop(conversation)
-        session = await self._gateway.conversations.new_session(conversation)
+        session = await self._gateway.conversations.new_session(conversation, _user_id(update))
         await self._say(target, f"New conversation in {conversation.project} ({session.id[:8]}).")
 
     async def cmd_project(self, update: Update, target: Target, arg: str) -> None:
@@ -95,7 +97,7 @@ class Commands:
             return
         conversation.project = arg
         self._gateway.conversations.stop(conversation)
-        await self._gateway.conversations.new_session(conversation)
+        await self._gateway.conversations.new_session(conversation, _user_id(update))
         await self._say(target, f"Now in project {arg} ({projects[arg]}); a new conversation starts.")
 
     async def cmd_mode(self, update: Update, target: Target, arg: str) -> None:
@@ -124,6 +126,9 @@ class Commands:
         if conversation.session is None:
             await self._say(target, "Nothing to undo yet.")
             return
+        if not await self._gateway.access.may_continue(_user_id(update), conversation.session.id, target.key):
+            await self._say(target, not_yours(conversation.session.id[:8]))
+            return
         checkpoints = Checkpoints()
         if not await checkpoints.list(conversation.session.id):
             await self._say(target, "Nothing to undo: no turn of this session has changed files.")
@@ -132,33 +137,51 @@ class Commands:
         await self._say(target, report.summary())
 
     async def cmd_sessions(self, update: Update, target: Target, arg: str) -> None:
-        records = await self._gateway.project_sessions(limit=10)
+        access = self._gateway.access
+        user_id = _user_id(update)
+        records = await access.visible(user_id, limit=10)
+        hint = "" if self._gateway.config.gateway.owner is not None else (
+            "\n(Sessions from the editor are listed only to the owner: set [gateway] owner to your user id in config.toml.)"
+        )
         if not records:
-            await self._say(target, "No sessions yet in your projects.")
+            await self._say(target, "No sessions of yours yet in these projects. Send a message to start one." + hint)
             return
-        lines = ["Recent sessions (continue one with /resume ID):"]
+        lines = ["Recent sessions (continue one with /resume ID):" if access.is_owner(user_id) else "Your recent sessions (continue one with /resume ID):"]
         for record in records:
             when = time.strftime("%m-%d %H:%M", time.localtime(record.updated_at))
             lines.append(f"`{record.id[:8]}` {when} [{record.surface}] {record.title or '(untitled)'} — {Path(record.cwd).name}")
-        await self._say(target, "\n".join(lines))
+        await self._say(target, "\n".join(lines) + hint)
 
     async def cmd_resume(self, update: Update, target: Target, arg: str) -> None:
         if not arg:
             await self._say(target, "Which one? /resume ID (see /sessions).")
             return
-        matches = [r for r in await self._gateway.project_sessions(limit=200) if r.id.startswith(arg.lower())]
+        prefix = arg.split()[0].lower()
+        if not re.fullmatch(r"[0-9a-f]{1,32}", prefix):
+            await self._say(target, "A session id is hexadecimal, as /sessions shows it: /resume ID.")
+            return
+        gateway, user_id = self._gateway, _user_id(update)
+        found = [r for r in await gateway.gateway_store.sessions_with_prefix(prefix) if gateway.project_of(r.cwd) is not None]
+        if gateway.access.is_owner(user_id):
+            matches = found
+        else:
+            matches = [r for r in await gateway.access.visible(user_id, limit=500) if r.id.startswith(prefix)]
+        if not matches:
+            # Someone else's session: refused before anything of it (title, history) is read.
+            await self._say(target, not_yours(prefix[:32]) if found else "No such session in your projects.")
+            return
         if len(matches) != 1:
-            await self._say(target, "No such session in your projects." if not matches else "That prefix matches several; give more of the id.")
+            await self._say(target, "That prefix matches several; give more of the id.")
             return
         record = matches[0]
-        conversation = await self._gateway.conversations.get(target)
-        project = self._gateway.project_of(record.cwd)
+        conversation = await gateway.conversations.get(target)
+        project = gateway.project_of(record.cwd)
         if project is None:
             await self._say(target, "That session is not in one of your configured projects.")
             return
-        self._gateway.conversations.stop(conversation)
+        gateway.conversations.stop(conversation)
         conversation.project = project
-        session = await self._gateway.conversations.resume(conversation, record.id)
+        session = await gateway.conversations.resume(conversation, record.id)
         if session is None:
             await self._say(target, "That session no longer exists.")
             return
@@ -233,6 +256,10 @@ class Commands:
             return f"Queued a run of {job_id}." if run else f"No job {job_id}."
         done = await jobs.set_paused(job_id, verb == "pause")
         return ("Paused." if verb == "pause" else "Resumed.") if done else f"No job {job_id}."
+
+
+def _user_id(update: Update) -> int | None:
+    return update.effective_user.id if update.effective_user else None
 
 
 def runs_text(job, runs) -> str:

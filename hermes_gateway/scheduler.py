@@ -95,6 +95,8 @@ class Scheduler:
             agent = gateway.cron_agent
             session = await agent.new_session(Path(job.project), LocalHost(gateway.secrets), mode=job.mode)  # type: ignore[arg-type]
             session_id = session.id
+            if job.owner_id is not None:  # the run is its maker's; a machine job's run is the owner's
+                await gateway.gateway_store.record_starter(session.id, job.owner_id, chat_key=None, origin="cron")
             await jobs.set_run_session(run.id, session.id)
             text: list[str] = []
             error = None

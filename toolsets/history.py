@@ -34,7 +34,10 @@ SUMMARY_OFF = "(Summaries are off: set [learning] search_summary = true in confi
 async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
     """Search past conversations (this project by default); session_id+seq reads around a hit."""
     async with SessionStore.open() as store:
+        readable = await _readable(store, ctx)
         if args.session_id:
+            if readable is not None and args.session_id not in readable:
+                raise ToolError(_NOT_THEIRS.format(args.session_id))
             record = await store.get_session(args.session_id)
             if record is None:
                 raise ToolError(f"No session {args.session_id!r}.")
@@ -43,15 +46,17 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
         if not args.query.strip():
             raise ToolError("Give a query, or session_id and seq.")
         try:
-            hits = await history.search(
-                store,
-                args.query,
+            filters = dict(
                 project=str(project_root(ctx.cwd)) if args.scope == "project" else None,
                 since=history.to_epoch(args.since or None),
                 until=history.to_epoch(args.until or None, end=True),
                 role=args.role or None,
                 limit=8,
             )
+            if readable is None:
+                hits = await history.search(store, args.query, **filters)  # type: ignore[arg-type]
+            else:
+                hits = await _search_within(store, args.query, readable, filters)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         transcripts = await _transcripts(store, hits) if hits and args.summarize and ctx.summarize else []
@@ -68,6 +73,29 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
         summary = await ctx.summarize(_summary_prompt(args.query, transcripts))
         lines.append("\nSummary of the top sessions:\n" + (summary or "(the model gave no summary)"))
     return redact_secrets("\n".join(lines))
+
+
+_NOT_THEIRS = (
+    "Session {} belongs to another chat user: a chat user other than the owner can read only the sessions they "
+    "started. Nothing was read; search without session_id to find theirs."
+)
+
+
+async def _readable(store: SessionStore, ctx: ToolContext) -> set[str] | None:
+    """The sessions this call may read: None for all; limited when a chat user other than the owner can read this one."""
+    from core.config import load_config
+    from core.store.gateway import GatewayStore
+
+    return await GatewayStore(store).readable_sessions(ctx.session_id, load_config().gateway.owner)
+
+
+async def _search_within(store: SessionStore, query: str, sessions: set[str], filters: dict) -> list[history.Hit]:
+    """The best hits inside ``sessions`` only (bm25 scores compare across them: one index)."""
+    hits: list[history.Hit] = []
+    for sid in sorted(sessions):
+        hits += await history.search(store, query, session_id=sid, **filters)
+    hits.sort(key=lambda h: (-h.score, -h.created_at))
+    return hits[: filters["limit"]]
 
 
 async def _transcripts(store: SessionStore, hits: list[history.Hit]) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The gateway's rows: pairing codes and the users they admitted, chat bindings, remote approvals.
+"""The gateway's rows: pairing codes and the users they admitted, chat bindings, who started
+each gateway session, remote approvals.
 
 Kept out of ``sessions.py``; it shares the :class:`SessionStore`'s connection and lock.
 """
@@ -10,9 +11,10 @@ from dataclasses import dataclass
 
 import aiosqlite
 
+from core.store.records import SessionRecord
 from core.store.sessions import SessionStore, _exec
 
-__all__ = ["ChatBinding", "GatewayStore", "PairingCode"]
+__all__ = ["ChatBinding", "GatewayStore", "PairingCode", "SessionStarter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,16 @@ class ChatBinding:
     project: str | None
     session_id: str | None
     mode: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarter:
+    """Who started a gateway session: a chat user in a chat, or the maker of a cron job."""
+
+    session_id: str
+    user_id: int
+    chat_key: str | None
+    origin: str  # chat | cron
 
 
 class GatewayStore:
@@ -174,6 +186,61 @@ class GatewayStore:
             "SELECT chat_key, turn_user FROM gateway_chats WHERE session_id = ? ORDER BY chat_key", (session_id,)
         )
         return [(r["chat_key"], r["turn_user"]) for r in rows]
+
+    # -- who started which session --------------------------------------------------------
+
+    async def record_starter(self, session_id: str, user_id: int, *, chat_key: str | None, origin: str) -> None:
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await _exec(
+                conn,
+                "INSERT OR IGNORE INTO gateway_sessions (session_id, user_id, chat_key, origin, created_at) VALUES (?, ?, ?, ?, ?)",
+                (session_id, user_id, chat_key, origin, time.time()),
+            )
+
+        await self._store._write(body)
+
+    async def starter(self, session_id: str) -> SessionStarter | None:
+        """Who started the session; None for a session the gateway's owner holds (editor, machine, older)."""
+        row = await self._store._fetchone("SELECT * FROM gateway_sessions WHERE session_id = ?", (session_id,))
+        if row is None:
+            return None
+        return SessionStarter(row["session_id"], row["user_id"], row["chat_key"], row["origin"])
+
+    async def sessions_started_by(self, user_id: int, limit: int = 500) -> list[SessionRecord]:
+        """The sessions ``user_id`` started, most recently updated first."""
+        rows = await self._store._fetchall(
+            "SELECT s.* FROM sessions s JOIN gateway_sessions g ON g.session_id = s.id WHERE g.user_id = ?"
+            " ORDER BY s.updated_at DESC, s.id DESC LIMIT ?",
+            (user_id, limit),
+        )
+        return [SessionRecord.from_row(r) for r in rows]
+
+    async def sessions_with_prefix(self, prefix: str, limit: int = 10) -> list[SessionRecord]:
+        """Sessions whose id starts with ``prefix`` (lowercase hex), newest first."""
+        rows = await self._store._fetchall(
+            "SELECT * FROM sessions WHERE substr(id, 1, ?) = ? ORDER BY updated_at DESC LIMIT ?", (len(prefix), prefix, limit)
+        )
+        return [SessionRecord.from_row(r) for r in rows]
+
+    async def readable_sessions(self, session_id: str, owner: int | None) -> set[str] | None:
+        """Which sessions a turn of ``session_id`` may read from the store: None for all, else a set.
+
+        Whatever a turn reads lands in this session's history, so it is limited by every chat user
+        other than the owner who can read this session back: its starter and the users of the
+        chats it is bound to. They may read the sessions that all of them started (and this one).
+        """
+        users = {user for _, user in await self.session_chats(session_id) if user is not None}
+        starter = await self.starter(session_id)
+        if starter is not None:
+            users.add(starter.user_id)
+        users.discard(owner)  # type: ignore[arg-type]
+        if not users:
+            return None
+        allowed: set[str] | None = None
+        for user in users:
+            theirs = {r.id for r in await self.sessions_started_by(user)}
+            allowed = theirs if allowed is None else allowed & theirs
+        return (allowed or set()) | {session_id}
 
     # -- remote approvals -----------------------------------------------------------------
 

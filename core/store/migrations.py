@@ -317,3 +317,25 @@ async def m005_cron_job_owner(conn: aiosqlite.Connection) -> None:
             "CREATE INDEX pairing_codes_pending ON pairing_codes (status, expires_at)",
         ],
     )
+
+
+@migration
+async def m006_gateway_session_starter(conn: aiosqlite.Connection) -> None:
+    # Who started each session from the gateway: the chat user (and the chat) for a chat's
+    # session, the job's maker for a cron run. A session without a row (editor, MCP, CLI, machine
+    # jobs, and every gateway session from before this table) belongs to the gateway's owner.
+    await _run(
+        conn,
+        [
+            """
+            CREATE TABLE gateway_sessions (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+                user_id INTEGER NOT NULL,
+                chat_key TEXT,
+                origin TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX gateway_sessions_user ON gateway_sessions (user_id, created_at)",
+        ],
+    )
