@@ -32,6 +32,19 @@ def hermes_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _umask_per_test():
+    """A CLI ``main()`` called in-process makes the umask private; the next test gets it back."""
+    import core.state_home
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    remembered = core.state_home._user_umask
+    yield
+    os.umask(umask)
+    core.state_home._user_umask = remembered
+
+
+@pytest.fixture(autouse=True)
 def _no_outside_network(monkeypatch):
     """Sockets may only connect to loopback: a test that reaches a real provider fails."""
     real_connect = socket.socket.connect
