@@ -14,9 +14,7 @@ any other flagged passage found there (written before screening, or by hand) is 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from core.approvals import Action, ApprovalPolicy, Ruling
 from core.config import home
+from core.locked_json import locked_json
 from core.screening import Flagged
 
 if TYPE_CHECKING:
@@ -50,26 +49,9 @@ def remember(flags: Iterable[Flagged], who: str) -> None:
     flags = list(flags)
     if not flags:
         return
-    path = _path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        raw = os.read(fd, 50_000_000).decode("utf-8", errors="replace")
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
+    with locked_json(_path(), limit=50_000_000) as data:
         for flag in flags:
             data[flag.digest] = {"at": time.time(), "by": who, "finding": flag.finding.describe()[:300]}
-        encoded = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, encoded)
-    finally:
-        os.close(fd)
 
 
 def describe(flags: Iterable[Flagged]) -> str:

@@ -187,10 +187,10 @@ _CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (FETCH_RUN, r"\b(?:follow|obey|execute|run|apply|carry\s+out)\w*\s+(?:whatever|all\s+|the\s+)?(?:instructions|commands|orders|tasks)?\s*"
          r"(?:(?:are|is|you\s+find|listed|posted|published|written)\s+)?(?:at|from|in)\s+https?://"),
         # Files or command output sent out: curl -d @file, -F f=@file, -T file, wget --post-file, -InFile.
-        (SEND_OUT, rf"\bcurl\b[^\n]*?(?:\s(?:-d|--data(?:-binary|-raw|-urlencode|-ascii)?|-f|--form|--json)\s*[\"']?(?:[\w.\[\]-]+=)?@|\s(?:-t|--upload-file)\s)"),
+        (SEND_OUT, r"\bcurl\b[^\n]*?(?:\s(?:-d|--data(?:-binary|-raw|-urlencode|-ascii)?|-f|--form|--json)\s*[\"']?(?:[\w.\[\]-]+=)?@|\s(?:-t|--upload-file)\s)"),
         (SEND_OUT, r"\bwget\b[^\n]*--(?:post|body)-(?:file|data)\b|\b(?:iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]*-(?:infile|body)\b"),
-        (SEND_OUT, rf"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|http|xh)\b[^\n]*(?:\$\(|`|<\()\s*"
-         rf"(?:env|printenv|set|cat|history|base64|tar|zip|gpg|ls|find|whoami|hostname|id|uname|git\s+\w+|get-content|gc|type)\b"),
+        (SEND_OUT, r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|http|xh)\b[^\n]*(?:\$\(|`|<\()\s*"
+         r"(?:env|printenv|set|cat|history|base64|tar|zip|gpg|ls|find|whoami|hostname|id|uname|git\s+\w+|get-content|gc|type)\b"),
         (SEND_OUT, r"\|\s*(?:mail|mailx|sendmail|mutt|ssmtp|msmtp|nc|ncat|netcat|socat|telnet)\b"),
         (SEND_OUT, r"\b(?:mail|mailx|sendmail|mutt)\s+(?:-\S+\s+(?:\S+\s+)?)*[\w.+-]+@[\w-]+\.[\w.-]+"),
         (SEND_OUT, rf"\b(?:nc|ncat|netcat|telnet)\s+(?:-\S+(?:\s+[^\s-]\S*)?\s+)*{_NOT_LOOPBACK}[a-z0-9][\w.-]*\s+\d{{1,5}}\b"),

@@ -12,20 +12,18 @@ locked with ``flock`` so the surfaces can record at once.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from core.config import home
+from core.locked_json import locked_json
 from core.screening import Finding, Flagged, looks_secret, review_learned, screen, screen_learned
 
 __all__ = [
@@ -270,25 +268,8 @@ def _usage_path() -> Path:
     return personal_dir() / ".usage.json"
 
 
-@contextmanager
-def _usage_locked() -> Iterator[dict[str, dict[str, Any]]]:
-    path = _usage_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        raw = os.read(fd, 10_000_000).decode("utf-8", errors="replace")
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            data = {}
-        yield data
-        encoded = json.dumps(data, indent=1, sort_keys=True).encode()
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, encoded)
-    finally:
-        os.close(fd)
+def _usage_locked():
+    return locked_json(_usage_path())
 
 
 def usage() -> dict[str, dict[str, Any]]:
