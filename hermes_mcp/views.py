@@ -132,7 +132,7 @@ class ApprovalView(BaseModel):
     cwd: str | None = None
     surface: str | None = Field(default=None, description="where the session runs: mcp, acp (an editor), gateway")
     task_id: str | None = Field(default=None, description="the task of this server that waits, if any")
-    can_always: bool = Field(default=False, description="whether allow_always / deny_always may be answered")
+    can_always: bool = Field(default=False, description="whether the user may answer 'always' for this project")
     created_at: str | None = None
 
 
