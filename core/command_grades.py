@@ -82,6 +82,8 @@ class Grades:
             return DANGEROUS, f"it stops processes ({prog})"
         if prog in ("systemctl", "service", "launchctl") and {"stop", "kill", "disable", "mask", "restart", "unload", "remove", "bootout"} & set(plain):
             return DANGEROUS, f"it stops services ({prog})"
+        if prog in ("hermes-editor", "hermes-mcp") and ({"approvals", "pairing", "--trust-client-approvals"} & set(plain + args) or sub == "setup"):
+            return DANGEROUS, f"it answers approvals or changes who may act ({prog} {sub}); only you may do that"
         if (prog, sub) in _PUBLISH:
             return DANGEROUS, f"it publishes ({prog} {sub}), which cannot be undone"
         if (prog, sub) in _DESTROY or (prog == "docker" and ("prune" in plain or plain[:2] in (["volume", "rm"], ["rm", "-f"]))):

@@ -400,6 +400,16 @@ ROWS = {
         ("docker run -v /var/run/docker.sock:/var/run/docker.sock alpine", "dangerous", {}),
         ("docker run --rm -v $PWD:/src alpine ls", "normal", {"net": True}),
     ],
+    "answers its own approvals": [
+        ("hermes-editor approvals allow 3f2a9c", "dangerous", {}),
+        ("hermes-editor approvals deny 3f2a9c", "dangerous", {}),
+        ("hermes-editor approvals list", "dangerous", {}),
+        ("ID=$(hermes-editor approvals list | head -1); hermes-editor approvals allow $ID --always", "dangerous", {}),
+        ("~/.local/bin/hermes-editor approvals allow x", "dangerous", {}),
+        ("hermes-mcp --http --trust-client-approvals", "dangerous", {}),
+        ("hermes-editor pairing approve ABCD", "dangerous", {}),
+        ("hermes-editor sessions list", "normal", {}),
+    ],
     "ordinary commands stay as they were": [
         ("git status", "safe", {"net": False}),
         ("git diff", "safe", {}),
