@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import re
 import sys
 import time
 from typing import Any
+
+from hermes_cli.redact import redact
 
 __all__ = ["register", "run"]
 
@@ -71,7 +72,7 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             return await _answer(store, args.approval_id, args.action == "allow", args.always)
         except _Refused as exc:
-            print(_redact(str(exc)), file=sys.stderr)
+            print(redact(str(exc)), file=sys.stderr)
             return exc.code
 
 
@@ -99,14 +100,14 @@ async def _list(store: Any) -> int:
         record = sessions[row.session_id]
         detail = row.detail or {}
         where = f"{record.surface}, {record.title or 'untitled'}, {record.cwd}" if record else "unknown session"
-        print(_redact(f"{row.id}  {_age(row.created_at)}  {row.title}"))
-        print(_redact(f"    session: {where}"))
+        print(redact(f"{row.id}  {_age(row.created_at)}  {row.title}"))
+        print(redact(f"    session: {where}"))
         if detail.get("reason"):
-            print(_redact(f"    asks because {detail['reason']}"))
+            print(redact(f"    asks because {detail['reason']}"))
         if detail.get("command"):
-            print(_redact(f"    command: {detail['command']}"))
+            print(redact(f"    command: {detail['command']}"))
         for item in (detail.get("paths") or [])[:5]:
-            print(_redact(f"    path: {item}"))
+            print(redact(f"    path: {item}"))
         always = " [--always]" if row.offers_always else ""
         print(f"    answer: hermes-editor approvals allow {row.id}{always}   (or deny)")
     return 0
@@ -132,7 +133,7 @@ async def _answer(store: Any, ref: str, allow: bool, always: bool) -> int:
         status = latest.status if latest else "gone"
         raise _Refused(f"Approval {row.id} was answered{by} a moment ago ({status}). The first answer counts; nothing changed.")
     done = ("allowed" if allow else "denied") + (" always, for this kind of action in this project" if always else "")
-    print(_redact(f"{done[0].upper()}{done[1:]}: {row.title} ({row.id})."))
+    print(redact(f"{done[0].upper()}{done[1:]}: {row.title} ({row.id})."))
     return 0
 
 
@@ -156,22 +157,3 @@ def _age(created: float) -> str:
     if seconds < 90:
         return f"{seconds:>3}s ago"
     return f"{seconds // 60:>3}m ago"
-
-
-@functools.cache
-def _secrets() -> tuple[str, ...]:
-    from core.config import ConfigError, load_config
-
-    try:
-        return tuple(load_config().secrets)
-    except ConfigError:
-        return ()
-
-
-def _redact(text: str) -> str:
-    """Questions quote commands and paths; configured keys and credential shapes never show."""
-    from core.screening import redact_secrets
-
-    for secret in _secrets():
-        text = text.replace(secret, "[redacted]")
-    return redact_secrets(text)

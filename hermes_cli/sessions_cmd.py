@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import sys
 import time
 from pathlib import Path
+
+from hermes_cli.redact import redact
 
 __all__ = ["register", "run"]
 
@@ -60,7 +61,7 @@ async def _run(args: argparse.Namespace) -> int:
 
         print(f"{record.title or '(untitled)'}  {record.id}  {record.cwd}")
         for stored in messages:
-            print(f"{stored.seq:>4}  {_redact(describe(stored.message, 2000))}")
+            print(f"{stored.seq:>4}  {redact(describe(stored.message, 2000))}")
         return 0
     text = _jsonl(messages) if args.format == "jsonl" else _markdown(record, messages)
     if args.output:
@@ -101,27 +102,8 @@ async def _search(store, args: argparse.Namespace) -> int:
     for hit in hits:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.created_at))
         print(f"{hit.session_id}  {when}  {hit.title or '(untitled)'}  #{hit.seq}")
-        print(f"    {hit.role}: {_redact(hit.snippet)}")
+        print(f"    {hit.role}: {redact(hit.snippet)}")
     return 0
-
-
-@functools.cache
-def _configured_secrets() -> tuple[str, ...]:
-    from core.config import ConfigError, load_config
-
-    try:
-        return tuple(load_config().secrets)
-    except ConfigError:
-        return ()
-
-
-def _redact(text: str) -> str:
-    """Credential shapes, and the configured keys themselves (and their encodings), never leave in an export."""
-    from core.redaction import add_secrets, scrub
-    from core.screening import redact_secrets
-
-    add_secrets(_configured_secrets())
-    return redact_secrets(scrub(text))
 
 
 def _jsonl(messages) -> str:
@@ -130,12 +112,17 @@ def _jsonl(messages) -> str:
     lines = []
     for stored in messages:
         row = {"seq": stored.seq, "created_at": stored.created_at, "message": json.loads(dump_message(stored.message))}
-        lines.append(_redact(json.dumps(row, ensure_ascii=False)))
+        lines.append(redact(json.dumps(row, ensure_ascii=False)))
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def _markdown(record, messages) -> str:
-    from core.messages import AssistantMessage, SummaryMessage, ToolResultMessage, UserMessage
+    from core.messages import (
+        AssistantMessage,
+        SummaryMessage,
+        ToolResultMessage,
+        UserMessage,
+    )
 
     out = [f"# {record.title or 'Untitled session'}", "", f"- id: `{record.id}`", f"- project: `{record.cwd}`",
            f"- started: {time.strftime('%Y-%m-%d %H:%M', time.localtime(record.created_at))}", ""]
@@ -152,4 +139,4 @@ def _markdown(record, messages) -> str:
             out += [f"<details><summary>{message.tool_name} result{status}</summary>", "", "```", message.content, "```", "</details>", ""]
         elif isinstance(message, SummaryMessage):
             out += ["## Summary of the earlier conversation", "", message.text, ""]
-    return _redact("\n".join(out))
+    return redact("\n".join(out))
