@@ -28,6 +28,7 @@ from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, T
 from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec, Usage
 from core.learning import SessionContext, TurnStats
 from core.prompt import system_prompt
+from core.sandbox import status as sandbox_status
 from core.tools import Tool, ToolContext, run_tool, tool_locations, tool_title
 
 __all__ = ["Agent", "Session"]
@@ -137,6 +138,8 @@ class Agent:
 
     async def _attach(self, sid, cwd, host, roots, mode, history) -> Session:
         roots = [r.resolve() for r in (roots or [cwd])]
+        # Probe the sandbox now, off the event loop, so the first command does not wait for it.
+        asyncio.get_running_loop().run_in_executor(None, sandbox_status)
         rules = await self.store.approval_rules(str(roots[0]))
         policy = ApprovalPolicy(mode=mode, roots=roots, rules=list(rules))
         # The prompt's git line runs `git status`: keep it off the event loop.
