@@ -136,6 +136,7 @@ class _Needs:
 
     network: bool = False
     unconfined: bool = False
+    host: str = ""  # what a program needs of this machine that the sandbox hides (credentials, an engine)
     outside: list[Path] = field(default_factory=list)  # folders or files outside the roots
     protected: list[Path] = field(default_factory=list)  # protected entries inside the roots
     repository: list[Path] = field(default_factory=list)  # the .git a git command changes
@@ -143,11 +144,12 @@ class _Needs:
     @property
     def grants(self) -> Grants:
         writable = tuple(dict.fromkeys([*self.outside, *self.protected, *self.repository]))
-        return Grants(network=self.network, writable=writable, unconfined=self.unconfined)
+        return Grants(network=self.network, writable=writable, unconfined=self.unconfined or bool(self.host))
 
     def words(self) -> str:
-        """The needs a question may offer "always" for: the network, the repository."""
-        parts = ["the network"] if self.network else []
+        """The needs a question may offer "always" for: the host, the network, the repository."""
+        parts = [self.host] if self.host else []
+        parts += ["the network"] if self.network and not self.host else []
         parts += [f"to write the repository ({d})" for d in self.repository[:1]]
         return " and ".join(parts)
 
@@ -274,6 +276,7 @@ class ApprovalPolicy:
                 need.outside.append(path)
         if _changes_repository(found):
             need.repository = [d for d in _git_dirs(cwd, self.roots) if d not in need.protected]
+        need.host = _host_access(found)
         return need
 
     def _asks_every_time(self, action: Action, found: Assessment, cwd: Path, home: Path, need: _Needs) -> str:
@@ -300,7 +303,7 @@ class ApprovalPolicy:
         """Keys an "always" rule must cover (needed, every command). A rule made when a command
         needed the network or its repository (``net:``, ``repo:``) covers only such runs."""
         needed = list(found.keys or found.all_keys)
-        prefix = "".join(p for p, on in (("net:", need.network), ("repo:", bool(need.repository))) if on)
+        prefix = "".join(p for p, on in (("host:", bool(need.host)), ("net:", need.network), ("repo:", bool(need.repository))) if on)
         return [prefix + k for k in needed], list(found.all_keys)
 
     def rule_key(self, action: Action) -> tuple[str, str]:
@@ -318,6 +321,32 @@ class ApprovalPolicy:
             if rule_tool == tool and (rule_pattern == "*" or rule_pattern == pattern):
                 return decision
         return None
+
+
+# Programs that need what the sandbox hides: credentials (~/.ssh, ~/.aws, an agent's socket) or
+# an engine's socket. Run with the network alone they would fail; they run outside the sandbox
+# once the user says so (and "always" may be remembered for them).
+_HOST_PROGRAMS = {
+    "ssh": "your SSH keys", "scp": "your SSH keys", "sftp": "your SSH keys", "rsync": "your SSH keys",
+    "gh": "your GitHub login", "hub": "your GitHub login", "glab": "your GitLab login",
+    "aws": "your AWS credentials", "gcloud": "your Google Cloud login", "gsutil": "your Google Cloud login", "az": "your Azure login",
+    "kubectl": "your Kubernetes credentials", "helm": "your Kubernetes credentials", "terraform": "your cloud credentials",
+    "docker": "the Docker engine", "docker-compose": "the Docker engine", "podman": "the container engine",
+    "nerdctl": "the container engine", "flyctl": "your Fly.io login", "heroku": "your Heroku login",
+    "vercel": "your Vercel login", "netlify": "your Netlify login", "firebase": "your Firebase login",
+}
+_HOST_GIT = {"git push", "git pull", "git fetch", "git clone", "git ls-remote", "git submodule", "git remote", "git send-email"}
+
+
+def _host_access(found: Assessment) -> str:
+    """What of this machine the command needs that the sandbox hides, in words ("" for nothing)."""
+    for key in found.keys:
+        program = key.split(" ", 1)[0]
+        if key in _HOST_GIT or " ".join(key.split(" ")[:2]) in _HOST_GIT:
+            return "your git credentials (SSH keys, credential helper), outside the sandbox"
+        if program in _HOST_PROGRAMS and (program != "rsync" or found.network):
+            return f"{_HOST_PROGRAMS[program]}, outside the sandbox"
+    return ""
 
 
 def _existing(path: Path) -> Path:

@@ -515,3 +515,20 @@ def test_git_commands_that_change_the_repository_ask_for_it(tmp_path):
     policy.rules.insert(0, ("run_command", *policy.rule_key(Action("run_command", "execute", False, (tmp_path,), "git commit -qm x"))[1:], "allow"))
     assert policy.ruling(_run("git commit -qm y", tmp_path)).verdict == "allow", "'always' covers the next commit"
     assert policy.ruling(_run("echo x > .git/hooks/pre-commit", tmp_path)).verdict == "ask", "not other writes into .git"
+
+
+@pytest.mark.parametrize(
+    "command, what",
+    [("git push origin main", "git credentials"), ("git fetch --all", "git credentials"), ("ssh build-box make", "SSH keys"),
+     ("gh pr create --fill", "GitHub"), ("aws s3 ls", "AWS"), ("docker build -t app .", "Docker engine"), ("kubectl get pods", "Kubernetes")],
+)
+def test_programs_that_need_hidden_credentials_ask_to_run_outside_the_sandbox(tmp_path, command, what):
+    (tmp_path / ".git").mkdir()
+    ruling = ApprovalPolicy(mode="auto", roots=[tmp_path], home=HOME, sandbox=True).ruling(_run(command, tmp_path))
+    assert ruling.verdict == "ask" and ruling.grants.unconfined and what in ruling.reason and "outside the sandbox" in ruling.reason
+    assert ruling.offer_always, "the user may let such a program out for good"
+    policy = ApprovalPolicy(mode="auto", roots=[tmp_path], home=HOME, sandbox=True)
+    policy.rules.insert(0, ("run_command", policy.rule_key(_run(command, tmp_path))[1], "allow"))
+    assert policy.rule_key(_run(command, tmp_path))[1].startswith("host:")
+    assert policy.ruling(_run(command, tmp_path)).verdict == "allow"
+    assert policy.ruling(_run("rsync -a src/ dist/", tmp_path)).grants.unconfined is False, "a local rsync stays inside"

@@ -37,7 +37,8 @@ async def run_command(ctx: ToolContext, args: RunCommandArgs) -> ToolOutput:
     """Run a shell command in the project; returns exit code and output (stdout+stderr).
 
     It runs in a sandbox: the project is writable, the rest of the disk read-only, credentials
-    hidden, no network. Ask for more with network, write_paths or sandbox=false."""
+    and secret files (.env, keys) hidden, no network. Ask for more with network, write_paths or
+    sandbox=false."""
     cwd = ctx.resolve(args.cwd)
     if not cwd.is_dir():
         raise ToolError(f"{cwd} is not a directory.")
