@@ -423,9 +423,20 @@ class ToolContext:
         """Start an approved command in the background; it keeps running after the call."""
         if self._command_approved != command:
             raise ToolError("internal error: command started without approval")
-        return await self.host.start_command(
-            command, cwd, output_limit=output_limit, show=self.show, confinement=self._confinement
-        )
+        confinement = self._confinement
+        audit = confinement is not None and self.policy.sandboxed and not confinement.grants.unconfined
+        before = await asyncio.to_thread(protected_entries, self.roots) if audit else None
+        job = await self.host.start_command(command, cwd, output_limit=output_limit, show=self.show, confinement=confinement)
+        _BACKGROUND_AUDITS[id(job)] = (list(self.roots), before, confinement)
+        return job
+
+    async def after_background(self, job: object) -> str:
+        """Once a background command has ended: remove protected paths it created, as for
+        ``run_command``; a note on what was removed ("" for nothing)."""
+        roots, before, confinement = _BACKGROUND_AUDITS.pop(id(job), (None, None, None))
+        if roots is None or before is None:
+            return ""
+        return await asyncio.to_thread(_remove_new_protected, roots, before, confinement)
 
     @property
     def _name(self) -> str:
@@ -491,6 +502,10 @@ class ToolContext:
         if not self._running:
             self._running = True
             await self.emit(ToolUpdated(self.call_id))
+
+
+# Background commands started in the sandbox, by id: what to check once they end.
+_BACKGROUND_AUDITS: dict[int, tuple[list[Path], list[Path] | None, Confinement | None]] = {}
 
 
 def _remove_new_protected(roots: list[Path], before: list[Path], confinement: Confinement | None) -> str:

@@ -99,7 +99,8 @@ async def command_output(ctx: ToolContext, args: CommandOutputArgs) -> ToolOutpu
         return ToolOutput(f"running\n{text.rstrip() or '(no new output)'}")
     ctx.host.jobs.pop(job.id, None)
     await job.stop()  # releases what it holds (an editor terminal)
-    return ToolOutput(f"ended, {_status(result)}\n{text.rstrip() or '(no new output)'}")
+    note = await ctx.after_background(job)
+    return ToolOutput(f"ended, {_status(result)}\n{text.rstrip() or '(no new output)'}{note}")
 
 
 @tool(kind="execute", read_only=False, toolsets={"editor", "gateway", "cron"}, title=lambda a: f"Stop job {a.job}")
@@ -108,4 +109,5 @@ async def stop_command(ctx: ToolContext, args: JobArgs) -> ToolOutput:
     job = _job(ctx, args.job)
     ctx.host.jobs.pop(job.id, None)
     result = await job.stop()
-    return ToolOutput(f"stopped ({_status(result)})\n{result.output.rstrip() or '(no new output)'}")
+    note = await ctx.after_background(job)
+    return ToolOutput(f"stopped ({_status(result)})\n{result.output.rstrip() or '(no new output)'}{note}")
