@@ -8,7 +8,6 @@ import logging
 import time
 from typing import Any
 
-from core.approvals import ApprovalBroker
 from core.config import Config, ConfigError, config_path, load_config
 from core.events import PermissionNeeded, TurnEnded
 from core.messages import UserMessage
@@ -96,26 +95,14 @@ class HermesAgent(SessionPlumbing, TurnSupport):
 
         if (problem := self._ready_error()) is not None:
             raise RequestError.auth_required({"details": problem})
-        from core.agent import Agent
-        from core.models import build_model, build_summary_model
+        from core.builder import build_agent
         from core.store import SessionStore
         from toolsets import toolset
 
         config = self._config
         assert config is not None
         self._store = await SessionStore.open()
-        self._agent = Agent(
-            model=build_model(config),
-            tools=toolset("editor"),
-            store=self._store,
-            broker=ApprovalBroker(self._store, timeout=config.approvals.timeout),
-            surface="acp",
-            max_steps=config.max_steps,
-            max_tokens=config.max_tokens,
-            learning=config.learning,
-            context_window=config.context_window(),
-            summary_model=build_summary_model(config) if config.learning.search_summary else None,
-        )
+        self._agent = build_agent(config, "acp", toolset=toolset, store=self._store)
         from core.approval_watch import watch_foreign_answers
 
         # Questions of this process may be answered elsewhere (hermes-mcp, the gateway).

@@ -93,9 +93,7 @@ class Gateway:
 
     async def open(self) -> None:
         """Open the store and build the agents and the Telegram application (no network yet)."""
-        from core.agent import Agent
-        from core.approvals import ApprovalBroker
-        from core.models import build_model
+        from core.builder import build_agent
         from core.pairing import Pairing
         from core.store import SessionStore
         from core.store.gateway import GatewayStore
@@ -113,18 +111,9 @@ class Gateway:
         self.gateway_store: GatewayStore = GatewayStore(self.store)
         self.jobs: JobStore = JobStore(self.store)
         self.pairing: Pairing = Pairing(self.gateway_store, cfg.telegram.allowed_users)
-        model = build_model(cfg)
-        common = dict(
-            model=model,
-            store=self.store,
-            max_steps=cfg.max_steps,
-            max_tokens=cfg.max_tokens,
-            surface="gateway",
-            learning=cfg.learning,
-            context_window=cfg.context_window(),
-        )
-        self.agent: Agent = Agent(tools=toolset("gateway"), broker=ApprovalBroker(self.store, timeout=cfg.approvals.timeout), **common)  # type: ignore[arg-type]
-        self.cron_agent: Agent = Agent(tools=toolset("cron"), broker=ApprovalBroker(self.store, timeout=60), **common)  # type: ignore[arg-type]
+        self.agent: Agent = build_agent(cfg, "gateway", toolset=toolset, store=self.store)
+        # Cron runs share the chat agent's model client.
+        self.cron_agent: Agent = build_agent(cfg, "cron", toolset=toolset, store=self.store, model=self.agent.model)
         self.access = SessionAccess(self)
         self.conversations = Conversations(self)
         self.commands = Commands(self)

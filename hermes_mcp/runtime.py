@@ -114,31 +114,18 @@ class Runtime:
             if problem is not None:
                 raise NotReady(problem)
             assert config is not None
-            from core.agent import Agent
             from core.approval_watch import watch_foreign_answers
-            from core.approvals import ApprovalBroker
-            from core.models import build_model
+            from core.builder import build_agent
             from toolsets import toolset
 
             try:
-                model = build_model(config)
+                agent = build_agent(config, "mcp", toolset=toolset, store=store)
             except ConfigError as exc:
                 raise NotReady(str(exc)) from None
-            broker = ApprovalBroker(store, timeout=config.approvals.timeout)
-            self._agent = Agent(
-                model=model,
-                tools=toolset("mcp"),
-                store=store,
-                broker=broker,
-                surface="mcp",
-                max_steps=config.max_steps,
-                max_tokens=config.max_tokens,
-                learning=config.learning,
-                context_window=config.context_window(),
-            )
+            self._agent = agent
             # Answers given in an editor or the gateway to this process's questions.
-            self._watch = asyncio.create_task(watch_foreign_answers(broker, store))
-            log.info("agent ready: model %s, tools %s", model.name, ", ".join(self._agent.tools))
+            self._watch = asyncio.create_task(watch_foreign_answers(agent.broker, store))
+            log.info("agent ready: model %s, tools %s", agent.model.name, ", ".join(self._agent.tools))
             return self._agent
 
     def _problem(self, config: Config | None) -> str | None:
