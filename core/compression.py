@@ -11,7 +11,8 @@ The editor's session id never changes.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import weakref
+from dataclasses import asdict, dataclass, fields, is_dataclass
 
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage, dump_message
 from core.screening import redact_secrets
@@ -21,6 +22,7 @@ __all__ = [
     "Compression",
     "choose_cut",
     "estimate_tokens",
+    "message_sizes",
     "prune_outputs",
     "request_view",
     "summarise",
@@ -58,10 +60,63 @@ class Compression:
             return None
 
 
+class MessageSizes:
+    """Serialised sizes of messages by identity, so a step measures only what is new.
+
+    Entries hold weak references: an id reused by a later object is never taken for the old one.
+    Messages in a history are never changed in place, so a size measured once stays true.
+    """
+
+    def __init__(self, limit: int = 8192) -> None:
+        self.limit = limit
+        self.measured = 0  # messages serialised so far; a cached one costs nothing
+        self._entries: dict[int, tuple[weakref.ref, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def size(self, message: Message) -> int:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0]() is message:
+            return entry[1]
+        size = len(dump_message(message))
+        self.measured += 1
+        if len(self._entries) >= self.limit:
+            live = {k: v for k, v in self._entries.items() if v[0]() is not None}
+            self._entries = live if len(live) < self.limit // 2 else {}
+        self._entries[id(message)] = (weakref.ref(message), size)
+        return size
+
+
+message_sizes = MessageSizes()
+# Tool specs are few and live as long as their agent; strong references keep their ids unique.
+_spec_sizes: dict[int, tuple[object, int]] = {}
+
+
+def _spec_size(spec: object) -> int:
+    entry = _spec_sizes.get(id(spec))
+    if entry is not None and entry[0] is spec:
+        return entry[1]
+    if is_dataclass(spec) and not isinstance(spec, type):
+        shape: object = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    else:
+        shape = getattr(spec, "__dict__", str(spec))
+    size = len(json.dumps(shape, default=str))
+    if len(_spec_sizes) >= 1024:
+        _spec_sizes.clear()
+    _spec_sizes[id(spec)] = (spec, size)
+    return size
+
+
 def estimate_tokens(system: str, tools: list, messages: list[Message]) -> int:
-    """A conservative token estimate (about 3.5 characters a token for English and code)."""
-    size = len(system) + len(json.dumps([getattr(t, "__dict__", str(t)) for t in tools], default=str))
-    size += sum(len(dump_message(m)) for m in messages)
+    """A conservative token estimate (about 3.5 characters a token for English and code).
+
+    Counts the characters of the system prompt, of the tool specs as a JSON list, and of each
+    message as stored; sizes are cached, so a step serialises only the messages new to it.
+    """
+    # len(json.dumps(list)) without building it: "[" + items joined by ", " + "]".
+    size = len(system) + 2 + sum(_spec_size(t) for t in tools) + 2 * max(len(tools) - 1, 0)
+    size += sum(message_sizes.size(m) for m in messages)
     return int(size / 3.5)
 
 
