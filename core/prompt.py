@@ -6,17 +6,30 @@ import datetime
 import os
 import platform
 import subprocess
+from collections.abc import Collection
 from pathlib import Path
 
-__all__ = ["git_summary", "system_prompt"]
+__all__ = ["base_prompt", "git_summary", "system_prompt"]
 
-_BASE = """You are Hermes, a coding agent working in the user's editor. You read, search and change \
-files and run commands through tools; the user sees every change as a diff and approves writes \
-and commands.
-- Read before you edit; make the smallest change that does the job; keep the project's style.
+_INTRO = "You are Hermes, a coding agent working in the user's editor."
+_ACTS = {
+    True: "You read, search and change files and run commands through tools; the user sees every change as a diff \
+and approves writes and commands.",
+    False: "You read, search and change files through tools; the user sees every change as a diff and approves writes.",
+}
+_RULES = """- Read before you edit; make the smallest change that does the job; keep the project's style.
 - Paths are relative to the working directory unless absolute.
 - If the user rejects an action, do not retry it as is; ask what they want instead.
 - Be brief. Report what you changed and anything left to do."""
+# The tool that makes the prompt's "run commands" true.
+_COMMAND_TOOL = "run_command"
+
+
+def base_prompt(tools: Collection[str] | None = None) -> str:
+    """The fixed opening; it speaks of commands only when ``tools`` (names; None: all) can run them."""
+    commands = tools is None or _COMMAND_TOOL in tools
+    return f"{_INTRO} {_ACTS[commands]}\n{_RULES}"
+
 
 _AUTO = object()
 
@@ -57,9 +70,12 @@ def git_summary(cwd: Path, *, timeout: float = 2.0) -> str | None:
     return f"Git: branch {branch}, {state}"
 
 
-def system_prompt(cwd: Path, *, today: datetime.date | None = None, git: str | None | object = _AUTO) -> str:
+def system_prompt(
+    cwd: Path, *, tools: Collection[str] | None = None, today: datetime.date | None = None, git: str | None | object = _AUTO
+) -> str:
     """The prompt for a session rooted at ``cwd``. Computed once per session and kept.
 
+    ``tools``: names of the tools the session has, so the prompt promises no other (None: all).
     ``git`` is the repository line (see ``git_summary``); by default it is worked out here.
     """
     today = today or datetime.date.today()
@@ -67,6 +83,6 @@ def system_prompt(cwd: Path, *, today: datetime.date | None = None, git: str | N
         git = git_summary(cwd)
     git_line = f"\n{git}" if git else ""
     return (
-        f"{_BASE}\n\nWorking directory: {cwd}{git_line}\nPlatform: {platform.system()} {platform.machine()}\n"
+        f"{base_prompt(tools)}\n\nWorking directory: {cwd}{git_line}\nPlatform: {platform.system()} {platform.machine()}\n"
         f"Date: {today.isoformat()}"
     )

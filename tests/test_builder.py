@@ -10,6 +10,7 @@ import pytest
 from core.builder import SURFACES, build_agent
 from core.config import load_config
 from core.models.resilient import ResilientModel
+from core.prompt import base_prompt
 from core.store import SessionStore
 from tests.acp_harness import Client, agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
@@ -113,6 +114,19 @@ async def test_gateway_surfaces_build_through_the_builder(hermes_home, tmp_path)
         assert gateway.cron_agent.model is gateway.agent.model
     finally:
         await gateway.store.close()
+
+
+@pytest.mark.parametrize("surface", sorted(SURFACES))
+def test_the_base_prompt_promises_only_the_tools_a_surface_has(surface):
+    names = [t.name for t in toolset(SURFACES[surface].toolset)]
+    text = base_prompt(names)
+    assert ("run commands" in text) == ("run_command" in names)
+    assert ("approves writes and commands" in text) == ("run_command" in names)
+
+
+def test_the_base_prompt_without_a_tool_list_is_unchanged():
+    assert base_prompt() == base_prompt(["read_file", "run_command"])
+    assert "run commands through tools" in base_prompt()
 
 
 def test_an_unknown_surface_is_named():
