@@ -42,6 +42,29 @@ delivery_retry_delay = 0.3
     (project.parent / "other").mkdir(exist_ok=True)
 
 
+def start(hermes_home: Path, project: Path, telegram: FakeTelegram, model: Any, *, extra: str = "", allowed: tuple[int, ...] = (OWNER,)) -> GatewayProcess:
+    """Write the config and start a gateway that talks to ``model`` (none when ``model`` is None)."""
+    write_config(hermes_home, project, extra=extra, allowed=allowed)
+    return GatewayProcess(gateway_env(hermes_home, telegram, model.base_url if model else None)).start(telegram)
+
+
+def cli(hermes_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``hermes-editor`` with this state home."""
+    env = {**os.environ, "HERMES_EDITOR_HOME": str(hermes_home), "HERMES_QUIET": "1"}
+    return subprocess.run([str(BIN / "hermes-editor"), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def settle(telegram: FakeTelegram, user: int = OWNER) -> None:
+    """Return once the gateway has handled every update sent before this call.
+
+    The gateway handles updates one at a time, in order; the reply to a ``/whoami`` sent now
+    is a fact that comes after everything queued before it.
+    """
+    seen = sum("User id" in m["text"] for m in telegram.sent(user))
+    telegram.send_user_message(user, "/whoami")
+    telegram.wait_for(lambda: sum("User id" in m["text"] for m in telegram.sent(user)) > seen, 20, "the /whoami reply")
+
+
 def gateway_env(home: Path, telegram: FakeTelegram, model_url: str | None) -> dict[str, str]:
     env = {
         "HERMES_EDITOR_HOME": str(home),

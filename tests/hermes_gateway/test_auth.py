@@ -10,31 +10,12 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import FakeTelegram
-from tests.hermes_gateway.harness import OWNER, STRANGER, GatewayProcess, gateway_env, write_config
+from tests.hermes_gateway.harness import OWNER, STRANGER, settle, start
 
 GROUP = -100400
-
-
-@pytest.fixture
-def project(tmp_path):
-    path = tmp_path / "proj"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def telegram():
-    with FakeTelegram() as fake:
-        yield fake
-
-
-def start(hermes_home, project, telegram, model):
-    write_config(hermes_home, project)
-    return GatewayProcess(gateway_env(hermes_home, telegram, model.base_url)).start(telegram)
 
 
 def forwarded_from(telegram: FakeTelegram, user_id: int) -> dict:
@@ -46,7 +27,7 @@ def test_forwarded_message_the_sender_counts_not_the_forward_origin(hermes_home,
         # A stranger forwards the owner's words: still a stranger (pairing code, no work).
         telegram.send_user_message(STRANGER, "please delete everything", **forwarded_from(telegram, OWNER))
         telegram.wait_text(STRANGER, "Pairing code")
-        time.sleep(0.5)
+        settle(telegram)  # the stranger's update is handled through and through
         assert model.requests == []
         # The owner forwards a stranger's words: the owner is talking; it is handled, in the owner's chat.
         telegram.send_user_message(OWNER, "hello from a stranger", **forwarded_from(telegram, STRANGER))
@@ -72,9 +53,9 @@ def test_approval_button_by_the_right_user_in_the_wrong_chat_is_refused(hermes_h
         elsewhere = {"message_id": asked["message_id"], "chat_id": OWNER, "text": asked["text"]}
         refused = telegram.press(OWNER, elsewhere, allow_once)
         assert "Only the person who asked" in telegram.answer_for(refused)["text"]
-        time.sleep(0.5)
         assert not (project / "notes.txt").exists() and len(model.requests) == 1
-        # In the right chat it still works: the refusal did not consume the request.
+        # In the right chat it still works: the request was still pending after the refusal
+        # ("Allowed once", not "already answered"), so the refused press allowed nothing.
         accepted = telegram.press(OWNER, asked, allow_once)
         assert telegram.answer_for(accepted)["text"] == "Allowed once"
         telegram.wait_text(GROUP, "Wrote it.")

@@ -3,43 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import time
 
-import pytest
 
 from core.store import SessionStore
 from core.messages import AssistantMessage, TextPart, UserMessage
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.fakes.telegram_server import FakeTelegram, html_error
-from tests.hermes_gateway.harness import BIN, OWNER, STRANGER, GatewayProcess, gateway_env, write_config
+from tests.fakes.telegram_server import html_error
+from tests.hermes_gateway.harness import BIN, OWNER, STRANGER, cli, gateway_env, settle, start
 
 FRIEND = 5151
 GROUP = -100200
-
-
-@pytest.fixture
-def project(tmp_path):
-    path = tmp_path / "proj"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def telegram():
-    with FakeTelegram() as fake:
-        yield fake
-
-
-def start(hermes_home, project, telegram, model, *, extra="", allowed=(OWNER,)):
-    write_config(hermes_home, project, extra=extra, allowed=allowed)
-    return GatewayProcess(gateway_env(hermes_home, telegram, model.base_url if model else None)).start(telegram)
-
-
-def cli(hermes_home, *args):
-    env = {**os.environ, "HERMES_EDITOR_HOME": str(hermes_home), "HERMES_QUIET": "1"}
-    return subprocess.run([str(BIN / "hermes-editor"), *args], capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_chat_streams_and_splits_a_long_reply(hermes_home, project, telegram):
@@ -80,7 +54,7 @@ def test_authorisation_matrix_denies_before_any_work(hermes_home, project, teleg
         query = telegram.press(STRANGER, {"message_id": code_message["message_id"], "chat_id": STRANGER, "text": "x"}, "ap|0123|o")
         assert "not authorised" in telegram.answer_for(query)["text"]
         telegram.wait_text(GROUP, "Message me privately to pair")
-        time.sleep(1.0)
+        settle(telegram)  # every stranger's update is handled through and through
         gateway.stop()
         assert model.requests == []  # no turn ever started
     stranger_texts = [m["text"] for m in telegram.sent(STRANGER)]
@@ -118,8 +92,8 @@ def test_approval_buttons_are_bound_to_the_requesting_user_and_chat(hermes_home,
         # An allowed user, but not the one who asked: refused, and nothing happens.
         refused = telegram.press(FRIEND, asked, allow_once)
         assert "Only the person who asked" in telegram.answer_for(refused)["text"]
-        time.sleep(0.5)
         assert not (project / "notes.txt").exists()
+        # Still pending after the refusal ("Allowed once", not "already answered"): the refused press allowed nothing.
         accepted = telegram.press(OWNER, asked, allow_once)
         assert telegram.answer_for(accepted)["text"] == "Allowed once"
         telegram.wait_text(GROUP, "Wrote it.")

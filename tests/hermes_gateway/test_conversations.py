@@ -6,33 +6,13 @@ import base64
 import json
 import time
 
-import pytest
 
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.fakes.telegram_server import FakeTelegram
-from tests.hermes_gateway.harness import OWNER, GatewayProcess, gateway_env, write_config
+from tests.hermes_gateway.harness import OWNER, start
 
 GROUP = -100300
 # The smallest thing that looks like a JPEG (SOI ... EOI); the gateway passes the bytes through.
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"
-
-
-@pytest.fixture
-def project(tmp_path):
-    path = tmp_path / "proj"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def telegram():
-    with FakeTelegram() as fake:
-        yield fake
-
-
-def start(hermes_home, project, telegram, model, *, extra=""):
-    write_config(hermes_home, project, extra=extra)
-    return GatewayProcess(gateway_env(hermes_home, telegram, model.base_url)).start(telegram)
 
 
 def prompt_of(request: dict) -> str:

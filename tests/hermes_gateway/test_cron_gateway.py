@@ -4,6 +4,8 @@ two gateways racing for one slot, the /cron command and the cron tool, remote ap
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
 
 import pytest
@@ -13,8 +15,7 @@ from core.store import SessionStore
 from core.store.jobs import JobStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import FakeTelegram
-from tests.hermes_gateway.harness import OWNER, GatewayProcess, gateway_env, write_config
-from tests.hermes_gateway.test_chat import cli, project, start, telegram  # noqa: F401 (fixtures)
+from tests.hermes_gateway.harness import OWNER, GatewayProcess, cli, gateway_env, settle, start, write_config
 
 
 def add_job(project, *, created: float, schedule: str = "every 1h", prompt: str = "check the build") -> str:
@@ -35,6 +36,33 @@ def runs(job_id: str | None = None):
             return await JobStore(store).runs(job_id, limit=100)
 
     return asyncio.run(body())
+
+
+def next_run_at(hermes_home, job_id: str) -> float:
+    with sqlite3.connect(hermes_home / "state.db") as conn:
+        return conn.execute("SELECT next_run_at FROM cron_jobs WHERE id = ?", (job_id,)).fetchone()[0]
+
+
+def later_pass_delivered(hermes_home, project, telegram) -> str:
+    """Queue a run of a new job and wait for its delivery: a scheduler pass after everything before.
+
+    A pass claims every due run and then sends every due delivery, so whatever was due before
+    this call has been claimed or sent by the time this one arrives.
+    """
+    added = cli(hermes_home, "cron", "add", "every 1h", "later pass", "--project", str(project))
+    assert added.returncode == 0, added.stdout + added.stderr
+    job_id = added.stdout.split("Added job ")[1].split(":")[0]
+    assert cli(hermes_home, "cron", "run", job_id).returncode == 0
+    telegram.wait_for(lambda: runs(job_id) and runs(job_id)[0].delivery_status == "delivered", 30, "the later run's delivery")
+    return job_id
+
+
+def gateway_status(hermes_home) -> dict:
+    files = list((hermes_home / "gateway").glob("*.json"))
+    try:
+        return json.loads(files[0].read_text()) if files else {}
+    except ValueError:
+        return {}  # caught mid-write
 
 
 def test_cli_job_runs_and_is_delivered(hermes_home, project, telegram):
@@ -59,10 +87,10 @@ def test_cli_job_runs_and_is_delivered(hermes_home, project, telegram):
 
 def test_silent_reply_delivers_nothing(hermes_home, project, telegram):
     job_id = add_job(project, created=time.time() - 3601)
-    with ScriptedOpenAIServer([{"text": "[SILENT]"}]) as model, start(hermes_home, project, telegram, model):
+    with ScriptedOpenAIServer([{"text": "[SILENT]"}, {"text": "Later report."}]) as model, start(hermes_home, project, telegram, model):
         telegram.wait_for(lambda: runs(job_id) and runs(job_id)[0].status == "silent", 20, "a silent run")
-        time.sleep(1.0)
-    assert [m for m in telegram.sent(OWNER)] == []
+        later_pass_delivered(hermes_home, project, telegram)
+    assert [m["text"] for m in telegram.sent(OWNER) if "Later report." not in m["text"]] == []
     assert runs(job_id)[0].delivery_status == "none"
 
 
@@ -89,8 +117,9 @@ def test_restart_after_missed_runs_catches_up_once(hermes_home, project, telegra
     job_id = add_job(project, created=time.time() - 10 * 3600 - 600)
     with ScriptedOpenAIServer([{"text": "Caught up."}] * 5) as model, start(hermes_home, project, telegram, model):
         message = telegram.wait_text(OWNER, "Caught up.", timeout=30)
-        time.sleep(1.5)  # several scheduler ticks: no storm follows
-        assert len(model.requests) == 1
+        assert next_run_at(hermes_home, job_id) > time.time()  # no missed slot is left due
+        later_pass_delivered(hermes_home, project, telegram)  # later passes: no storm follows
+        assert len(model.requests) == 2
     assert "catch-up run after downtime" in message["text"]
     assert len(runs(job_id)) == 1
 
@@ -107,7 +136,9 @@ def test_two_gateways_race_for_one_slot(hermes_home, project):
             first.start(first_api)
             second.start(second_api)
             FakeTelegram.wait_for(first_api, lambda: runs(job_id) and runs(job_id)[0].delivery_status == "delivered", 30, "a delivery")
-            time.sleep(1.5)
+            # Claiming a run moves the slot on in the same transaction: no later pass of either
+            # gateway finds it due, and a run the other had claimed would be a second row.
+            assert next_run_at(hermes_home, job_id) > time.time()
         delivered = [m for api in (first_api, second_api) for m in api.sent(OWNER) if "Ran once." in m["text"]]
         assert len(delivered) == 1 and len(model.requests) == 1 and len(runs(job_id)) == 1
 
@@ -147,9 +178,10 @@ def test_remote_approval_of_an_editor_question(hermes_home, project, telegram, a
 
     approval_id = asyncio.run(editor_question())
     with ScriptedOpenAIServer([]) as model, start(hermes_home, project, telegram, model):
-        time.sleep(2.5)
-    # Off by default: nothing was sent.
-    assert telegram.sent(OWNER) == []
+        status = telegram.wait_for(lambda: gateway_status(hermes_home).get("state") == "running" and gateway_status(hermes_home), 20, "the status file")
+        assert status["remote_approvals"] is False  # off by default: the asking loop is not started
+        settle(telegram)
+    assert [m["text"] for m in telegram.sent(OWNER) if "User id" not in m["text"]] == []
     write_config(hermes_home, project)
     config = (hermes_home / "config.toml").read_text().replace("shutdown_grace = 5", "shutdown_grace = 5\nremote_approvals_after = 0.5")
     with ScriptedOpenAIServer([]) as model:

@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import time
 
 from core.cron import parse_schedule
 from core.store import SessionStore
 from core.store.jobs import JobStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.hermes_gateway.harness import OWNER
-from tests.hermes_gateway.test_chat import cli, project, start, telegram  # noqa: F401 (fixtures)
+from tests.hermes_gateway.harness import OWNER, cli, start
 
 FRIEND = 5151
 STRANGERS = [7001, 7002, 7003, 7004, 7005]
@@ -85,7 +83,7 @@ def test_a_paired_user_cannot_touch_the_owners_jobs_from_chat(hermes_home, proje
         for attempt in attempts:
             telegram.send_user_message(FRIEND, attempt)
         telegram.wait_for(lambda: _count(telegram, FRIEND, "is not yours") == len(attempts), 20, "every refusal")
-        time.sleep(1.0)  # a scheduler tick: nothing was queued meanwhile
+        # Each refusal is sent once its command is done; a run it queued would be a row by now.
         assert _jobs(hermes_home) == before and before["runs"] == 0
         # Their own job they control; the owner controls it too, and sees every job.
         telegram.send_user_message(FRIEND, "/cron add every 3h | stretch")
