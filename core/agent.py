@@ -251,9 +251,11 @@ class Agent:
         await compress(self, session, emit, specs=specs)
         request = ModelRequest(
             system=session.system,
-            messages=self._request_messages(session, state),
+            messages=repair_history(request_view(session.history, session.compression)),
             tools=specs,
             max_tokens=self.max_tokens,
+            # The same text on every step of the turn; the adapter puts it after the cached prefix.
+            ephemeral=state.nudge,
             reasoning_effort=session.reasoning_effort,
         )
         state.partial = []
@@ -352,18 +354,8 @@ class Agent:
             session.system = context.prompt()
         for finding in context.new_findings():
             await emit(Notice(f"Screened {finding.describe()}; that passage was neutralised before reaching the model.", "warning"))
-        state.prompt = prompt
         turn_number = sum(1 for m in session.history if isinstance(m, UserMessage))
         state.nudge = context.nudge(turn_number, prompt.text)
-
-    def _request_messages(self, session: Session, state: _TurnState) -> list[Message]:
-        """The history as this step sends it: compressed, repaired, and with the nudge on the
-        turn's user message (the same text on every step of the turn, never stored)."""
-        messages = repair_history(request_view(session.history, session.compression))
-        if state.nudge and state.prompt is not None:
-            nudged = state.prompt.model_copy(update={"parts": [*state.prompt.parts, TextPart(text=state.nudge)]})
-            messages = [nudged if m is state.prompt else m for m in messages]
-        return messages
 
     def _surface_nested_context(self, session: Session, found: Tool | None, arguments: dict, ctx: ToolContext, result) -> None:
         """The first touch of a file under a nested AGENTS.md appends that file to the result, once."""
@@ -438,7 +430,7 @@ class _TurnState:
     open_calls: dict[str, str] = field(default_factory=dict)
     # One checkpoint per turn: every write of the turn is undone together.
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    prompt: UserMessage | None = None
+    # Request-only text for every step of this turn (``ModelRequest.ephemeral``); never stored.
     nudge: str | None = None
     stats: TurnStats = field(default_factory=TurnStats)
     # Set once a "context too long" answer was met by compressing: a second one ends the turn.

@@ -4,8 +4,9 @@ and the ephemeral nudges of the learning loop.
 Caching rule: the system prompt is recomposed only between turns, and only when a watched file
 changed (SOUL.md, the AGENTS.md chain, the skill folders). Memory is a snapshot taken when the
 session starts and never refreshed within it: the memory tool changes the files, and the next
-session sees the change. Nudges ride on the turn's user message in the request only, never in
-the system prompt and never in the stored history.
+session sees the change. Nudges are request-only text (``ModelRequest.ephemeral``) on every step
+of their turn: the adapters put them last, after the cached prefix and apart from the user's
+words; never in the system prompt and never in the stored history.
 """
 
 from __future__ import annotations

@@ -16,10 +16,9 @@ from contextlib import aclosing
 from typing import Any
 
 from core.config import ModelRef
-from core.messages import Message, UserMessage
 from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest
 
-__all__ = ["SdkModel", "api_key", "classify_error", "last_user_index", "parse_arguments", "redact"]
+__all__ = ["SdkModel", "api_key", "classify_error", "parse_arguments", "redact"]
 
 _CONTEXT_WORDS = re.compile(
     r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
@@ -168,14 +167,6 @@ def parse_arguments(raw: str) -> tuple[dict, str | None]:
     except ValueError:
         return {}, raw
     return (value, None) if isinstance(value, dict) else ({}, raw)
-
-
-def last_user_index(messages: list[Message]) -> int | None:
-    """Where request-only (ephemeral) text goes: the last user message."""
-    for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], UserMessage):
-            return i
-    return None
 
 
 class SdkModel:

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
-from core.models._common import SdkModel, last_user_index, parse_arguments
+from core.models._common import SdkModel, parse_arguments
 from core.models.base import (
     ErrorKind,
     ModelError,
@@ -186,7 +186,6 @@ def anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """Our typed history as Messages API turns, consecutive same-role turns merged."""
     out: list[dict[str, Any]] = []
-    ephemeral_at = last_user_index(request.messages) if request.ephemeral else None
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
@@ -197,12 +196,9 @@ def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
         else:
             out.append({"role": role, "content": blocks})
 
-    for i, message in enumerate(request.messages):
+    for message in request.messages:
         if isinstance(message, UserMessage):
-            blocks = [_user_block(p) for p in message.parts if not (isinstance(p, TextPart) and not p.text)]
-            if i == ephemeral_at:
-                blocks.append({"type": "text", "text": request.ephemeral})
-            add("user", blocks)
+            add("user", [_user_block(p) for p in message.parts if not (isinstance(p, TextPart) and not p.text)])
         elif isinstance(message, AssistantMessage):
             add("assistant", _assistant_blocks(message))
         elif isinstance(message, ToolResultMessage):
@@ -210,9 +206,11 @@ def anthropic_messages(request: ModelRequest) -> list[dict[str, Any]]:
             if message.is_error:
                 block["is_error"] = True
             add("user", [block])
-    if request.ephemeral and ephemeral_at is None:
-        add("user", [{"type": "text", "text": request.ephemeral}])
     _mark_last_block(out)
+    if request.ephemeral:
+        # After the breakpoint, in a block of its own: the next request's prefix (cached up to
+        # the breakpoint) never held it, so dropping or moving it costs no cache.
+        add("user", [{"type": "text", "text": request.ephemeral}])
     return out
 
 

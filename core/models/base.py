@@ -42,7 +42,8 @@ class ModelRequest:
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int = 8192
-    # Ephemeral text appended to the last user turn for this request only (never persisted).
+    # Text for this request only (a learning nudge): adapters put it last, after the cached
+    # prefix, set apart from the user's words; never persisted.
     ephemeral: str | None = None
     # "low" | "medium" | "high" for models that take a reasoning effort; None sends nothing.
     reasoning_effort: str | None = None

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
-from core.models._common import SdkModel, last_user_index, parse_arguments
+from core.models._common import SdkModel, parse_arguments
 from core.models.base import (
     ErrorKind,
     ModelError,
@@ -173,26 +173,35 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    ephemeral_at = last_user_index(request.messages) if request.ephemeral else None
-    for i, message in enumerate(request.messages):
+    for message in request.messages:
         if isinstance(message, UserMessage):
-            extra = request.ephemeral if i == ephemeral_at else None
-            out.append({"role": "user", "content": _user_content(message, extra)})
+            out.append({"role": "user", "content": _user_content(message)})
         elif isinstance(message, AssistantMessage):
             entry = _assistant_entry(message)
             if entry is not None:
                 out.append(entry)
         elif isinstance(message, ToolResultMessage):
             out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
-    if request.ephemeral and ephemeral_at is None:
-        out.append({"role": "user", "content": request.ephemeral})
+    if request.ephemeral:
+        _add_ephemeral(out, request.ephemeral)
     return out
 
 
-def _user_content(message: UserMessage, ephemeral: str | None) -> str | list[dict[str, Any]]:
+def _add_ephemeral(out: list[dict[str, Any]], text: str) -> None:
+    """Request-only text goes last, so the prefix the next request repeats never holds it, and
+    set apart from the user's words (a user turn of its own after tool results)."""
+    last = out[-1] if out else None
+    if last is None or last["role"] != "user":
+        out.append({"role": "user", "content": text})
+    elif isinstance(last["content"], str):
+        last["content"] = f"{last['content']}\n\n{text}"
+    else:
+        last["content"].append({"type": "text", "text": text})
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
     if all(isinstance(p, TextPart) for p in message.parts):
-        text = message.text
-        return f"{text}\n\n{ephemeral}" if ephemeral else text
+        return message.text
     content: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, ImagePart):
@@ -200,8 +209,6 @@ def _user_content(message: UserMessage, ephemeral: str | None) -> str | list[dic
             content.append({"type": "image_url", "image_url": {"url": url}})
         else:
             content.append({"type": "text", "text": part.text})
-    if ephemeral:
-        content.append({"type": "text", "text": ephemeral})
     return content
 
 

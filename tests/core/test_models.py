@@ -191,6 +191,19 @@ async def test_openai_translates_images_tool_calls_and_results():
     ]
 
 
+async def test_ephemeral_text_after_the_users_words_is_set_apart_from_them():
+    texts = UserMessage(parts=[TextPart(text="see "), TextPart(text="app.py")])
+    image = UserMessage(parts=[TextPart(text="what is this?"), ImagePart(media_type="image/png", data="iVBORw0KGgo=")])
+    with ScriptedOpenAIServer([{"text": "a"}, {"text": "b"}]) as server:
+        model = openai_model(server)
+        await collect(model, ModelRequest(system="s", messages=[texts], ephemeral="[nudge]"))
+        await collect(model, ModelRequest(system="s", messages=[image], ephemeral="[nudge]"))
+    first, second = (r["messages"][-1] for r in server.requests)
+    assert first == {"role": "user", "content": "see app.py\n\n[nudge]"}
+    assert second["content"][0] == {"type": "text", "text": "what is this?"}
+    assert second["content"][-1] == {"type": "text", "text": "[nudge]"} and len(second["content"]) == 3
+
+
 async def test_ephemeral_text_is_for_one_request_only():
     history = [
         UserMessage.of("fix the bug"),
@@ -202,7 +215,9 @@ async def test_ephemeral_text_is_for_one_request_only():
         await collect(model, ModelRequest(system="s", messages=history, ephemeral="[skill nudge]"))
         await collect(model, ModelRequest(system="s", messages=history))
     first, second = (r["messages"] for r in server.requests)
-    assert first[1] == {"role": "user", "content": "fix the bug\n\n[skill nudge]"}
+    # Last, after the tool result, in a user turn of its own: the prefix the next request repeats never holds it.
+    assert first[1] == {"role": "user", "content": "fix the bug"}
+    assert first[-1] == {"role": "user", "content": "[skill nudge]"} and first[:-1] == second
     assert second[1] == {"role": "user", "content": "fix the bug"}
     assert "skill nudge" not in json.dumps(second)
     assert history[0].text == "fix the bug"  # the persisted message is untouched
@@ -302,7 +317,7 @@ async def test_anthropic_request_shape_and_cache_breakpoints():
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["tools"][0]["input_schema"] == TOOLS[0].parameters
     user, assistant, results = body["messages"]
-    assert user == {"role": "user", "content": [{"type": "text", "text": "refactor it"}, {"type": "text", "text": "nudge"}]}
+    assert user == {"role": "user", "content": [{"type": "text", "text": "refactor it"}]}
     assert assistant["content"] == [
         {"type": "thinking", "thinking": "plan", "signature": "sig-1"},
         {"type": "redacted_thinking", "data": "opaque"},
@@ -321,6 +336,8 @@ async def test_anthropic_request_shape_and_cache_breakpoints():
                 "is_error": True,
                 "cache_control": {"type": "ephemeral"},
             },
+            # Request-only text after the breakpoint: the next step's cached prefix never held it.
+            {"type": "text", "text": "nudge"},
         ],
     }
     # Three breakpoints in all: tools, system, the end of the conversation (the API allows four).
