@@ -166,6 +166,8 @@ class ScriptedServer:
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # notified on each request and each frame sent
+        self.frames_sent = 0
         self._next = 0
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -213,6 +215,7 @@ class ScriptedServer:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
+            self._changed.notify_all()
             if callable(self.script):
                 try:
                     return self.script(body)
@@ -224,6 +227,14 @@ class ScriptedServer:
             spec = self.script[self._next]
             self._next += 1
             return spec
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 20.0, what: str = "a request") -> Any:
+        """Block until ``predicate()`` is truthy (checked on each request and each frame sent); its value."""
+        with self._changed:
+            found = self._changed.wait_for(predicate, timeout)
+        if not found:
+            raise TimeoutError(f"scripted server: timed out waiting for {what} ({len(self.requests)} requests, {self.frames_sent} frames sent)")
+        return found
 
     @property
     def remaining(self) -> int:
@@ -266,6 +277,9 @@ class ScriptedServer:
             if delay and piece is not None and self._stopping.wait(delay):
                 raise _Disconnect
             handler.write_chunk(frame)
+            with self._changed:
+                self.frames_sent += 1
+                self._changed.notify_all()
             if piece is not None and piece.kind == "text":
                 text_sent += 1
                 if spec.get("malformed"):

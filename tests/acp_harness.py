@@ -33,6 +33,17 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+async def until(predicate: Any, timeout: float = 20.0, what: str = "the expected state") -> Any:
+    """Poll ``predicate()`` until it is truthy and return its value; fail naming ``what`` after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (found := predicate()):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+    return found
+
+
 def hermes_acp() -> str:
     path = BIN / "hermes-acp"
     assert path.exists(), f"{path} is missing: install the project (pip install -e .[test])"

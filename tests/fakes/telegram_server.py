@@ -182,13 +182,18 @@ class FakeTelegram:
         return sorted(found, key=lambda m: m["message_id"])
 
     def wait_for(self, predicate, timeout: float = 20.0, what: str = "a message") -> Any:
-        """Wait until ``predicate()`` returns something truthy; fail with what was sent so far."""
+        """Wait until ``predicate()`` returns something truthy; fail with what was sent so far.
+
+        Checked again whenever the bot calls the API; at least every 50 ms too, for facts the
+        bot does not report here (rows in the store, files).
+        """
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             found = predicate()
             if found:
                 return found
-            time.sleep(0.05)
+            with self._cond:
+                self._cond.wait(min(0.05, left))
         texts = [m["text"][:200] for m in self.sent()]
         raise AssertionError(f"timed out waiting for {what}; the bot sent: {texts}")
 
@@ -331,6 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
                 params[key] = value if key in _STRINGS else _maybe_json(value)
         status, payload = self.api.handle(path[len(prefix) :], params)
         self._reply(status, payload)
+        with self.api._cond:
+            self.api._cond.notify_all()  # wakes wait_for: the bot did something
 
     def _reply(self, status: int, payload: dict[str, Any]) -> None:
         body = json.dumps(payload).encode()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
+from pathlib import Path
 
 from tests.acp_harness import ROOT, agent_env, hermes_acp, schema_path
 from tests.fakes.openai_server import ScriptedOpenAIServer
@@ -55,6 +58,28 @@ def _acpx_env(hermes_home, base_url):
     return env
 
 
+def _processes_of(hermes_home) -> list[int]:
+    """Processes (other than this one) started with this state home: acpx's queue owner, hermes-acp."""
+    mine = f"HERMES_EDITOR_HOME={hermes_home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if mine in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
+def _wait_until_gone(hermes_home, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (alive := _processes_of(hermes_home)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive, f"still running after {timeout}s: {alive}"
+
+
 def _methods(stdout: str) -> list[str]:
     return [m.get("method") for m in (json.loads(l) for l in stdout.splitlines() if l.startswith("{")) if "method" in m]
 
@@ -70,9 +95,7 @@ def test_acpx_persistent_session_set_mode_and_model(hermes_home, tmp_path):
         assert first.returncode == 0, first.stderr[-2000:]
         assert _run_acpx(env, project, "set-mode", "auto").returncode == 0
         assert _run_acpx(env, project, "set", "model", "openai:other-model").returncode == 0
-        import time
-
-        time.sleep(2.5)  # the queue owner (and with it hermes-acp) exits after its 1 s TTL
+        _wait_until_gone(hermes_home)  # the queue owner (and with it hermes-acp) exits after its 1 s TTL
         second = _run_acpx(env, project, "--ttl", "1", "--format", "json", "prompt", "which word?")
         assert second.returncode == 0, second.stderr[-2000:]
     methods = _methods(second.stdout)
@@ -94,12 +117,8 @@ def test_acpx_cancel(hermes_home, tmp_path):
             [_acpx(), "--agent", hermes_acp(), "--cwd", str(project), "--format", "json", "prompt", "talk"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
-        import time
-
-        deadline = time.monotonic() + 30
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.0)
+        # The turn is under way: the model's reply is streaming to hermes-acp.
+        server.wait_for(lambda: server.frames_sent >= 3, 30, "the reply to start streaming")
         cancel = _run_acpx(env, project, "cancel")
         out, err = running.communicate(timeout=60)
     assert cancel.returncode == 0, cancel.stderr[-2000:]

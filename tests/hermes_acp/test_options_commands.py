@@ -7,7 +7,7 @@ import asyncio
 import acp
 import pytest
 
-from tests.acp_harness import Client, agent_env, running_agent
+from tests.acp_harness import Client, agent_env, running_agent, until
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
 
@@ -39,10 +39,7 @@ async def test_new_session_offers_model_mode_and_thought_level(hermes_home, proj
         client = Client()
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             response = await conn.new_session(cwd=str(project), mcp_servers=[])
-            for _ in range(50):
-                if client.of_kind("available_commands_update"):
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: client.of_kind("available_commands_update"), what="the command list")
     options = {o.id: o for o in response.config_options}
     assert options["model"].category == "model" and options["model"].current_value == "openai:scripted"
     assert [o.value for o in options["model"].options] == ["openai:scripted", "openai:other-model"]
@@ -183,8 +180,7 @@ async def test_a_second_prompt_waits_for_the_first(hermes_home, project):
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("one")]))
-            while not client.of_kind("agent_message_chunk"):
-                await asyncio.sleep(0.01)
+            await until(lambda: client.of_kind("agent_message_chunk"), what="the first turn's first chunk")
             second = await conn.prompt(session_id=sid, prompt=[acp.text_block("two")])
             assert (await first).stop_reason == "end_turn" and second.stop_reason == "end_turn"
     assert "Queued" in client.text()

@@ -11,7 +11,7 @@ import pytest
 
 from core.messages import AssistantMessage, UserMessage
 from core.store import SessionStore
-from tests.acp_harness import Client, agent_env, running_agent
+from tests.acp_harness import Client, agent_env, running_agent, until
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
 
@@ -166,8 +166,7 @@ async def test_cancel_during_model_stream(hermes_home, project):
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             sid = await _session(conn, project)
             turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("talk a lot")]))
-            while not client.of_kind("agent_message_chunk"):
-                await asyncio.sleep(0.02)
+            await until(lambda: client.of_kind("agent_message_chunk"), what="the first streamed chunk")
             await conn.cancel(session_id=sid)
             response = await asyncio.wait_for(turn, 10)
             assert response.stop_reason == "cancelled"
@@ -179,16 +178,15 @@ async def test_cancel_during_model_stream(hermes_home, project):
 
 
 async def test_cancel_while_waiting_for_permission_and_running_command(hermes_home, project):
-    script = [_tool_call("run_command", {"command": "sleep 30"}), {"text": "never"}]
+    started_marker = project / "started"
+    script = [_tool_call("run_command", {"command": f"touch {started_marker} && sleep 30"}), {"text": "never"}]
     with ScriptedOpenAIServer(script) as server:
         client = Client(answer="allow_once", terminal=False)
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             sid = await _session(conn, project)
             turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("sleep")]))
             await asyncio.wait_for(client.permission_event.wait(), 10)
-            while not [u for u in client.tool_updates("call_1") if u.status == "in_progress"] and not turn.done():
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.3)  # the command is running now
+            await until(lambda: started_marker.exists() or turn.done(), what="the command to start")
             started = time.monotonic()
             await conn.cancel(session_id=sid)
             response = await asyncio.wait_for(turn, 10)

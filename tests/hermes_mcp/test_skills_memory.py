@@ -11,6 +11,7 @@ from mcp_types import PromptListChangedNotification, ResourceListChangedNotifica
 
 from core import memory as core_memory
 from core import skills as core_skills
+from tests.acp_harness import until
 from tests.hermes_mcp.harness import ERAS, connected, data, error_text, mcp_env
 
 
@@ -112,10 +113,7 @@ async def test_a_new_skill_on_disk_is_announced_in_the_handshake_era(hermes_home
         assert client.server_capabilities.resources.list_changed and client.server_capabilities.prompts.list_changed
         assert "fresh" not in [p.name for p in (await client.list_prompts()).prompts]
         _skill(hermes_home / "skills", "fresh", "Brand new")
-        for _ in range(100):
-            if len(notices) >= 2:
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: len(notices) >= 2, what="both list-changed notices")
         prompts = (await client.list_prompts()).prompts
     assert {type(n) for n in notices} == {ResourceListChangedNotification, PromptListChangedNotification}
     assert "fresh" in [p.name for p in prompts]
