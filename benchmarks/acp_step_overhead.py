@@ -90,6 +90,8 @@ def turn_of(body: dict) -> tuple[int, int] | None:
     if not body.get("tools"):
         return None
     messages = body.get("messages") or []
+    # A request-only reminder may come after the tool results as a user message of its own.
+    messages = [m for m in messages if not (m.get("role") == "user" and text_of(m).startswith("[Ephemeral reminder"))]
     ours = [m.get("role") == "user" and text_of(m).startswith(PROMPTS) for m in messages]
     reads = 0
     for message, prompt in zip(reversed(messages), reversed(ours)):
