@@ -143,8 +143,9 @@ class Agent:
         rules = await self.store.approval_rules(str(roots[0]))
         policy = ApprovalPolicy(mode=mode, roots=roots, rules=list(rules))
         # The prompt's git line runs `git status`: keep it off the event loop.
-        base = await asyncio.to_thread(system_prompt, cwd)
-        context = await asyncio.to_thread(SessionContext.build, cwd, base, self.learning, self.toolsets)
+        names = tuple(self.tools)
+        base = await asyncio.to_thread(lambda: system_prompt(cwd, tools=names))
+        context = await asyncio.to_thread(SessionContext.build, cwd, base, self.learning, self.toolsets, names)
         session = Session(sid, cwd, roots, host, policy, context.prompt(), history, context=context)
         session.context_window = self.context_window
         return session

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.context import LearningSettings, NestedContext, fingerprint, load_project_context, load_soul, soul_path
-from core.memory import snapshot
+from core.memory import MEMORY_TOOL_NOTE, snapshot
 from core.screening import Finding
 from core.skills import bundled_skills_dir, discover, index_screened, personal_dir
 
@@ -79,12 +79,20 @@ class SessionContext:
     reported: set[str] = field(default_factory=set)
     nested: NestedContext | None = None
     last_turn: TurnStats = field(default_factory=TurnStats)
+    # Names of the session's tools: the prompt and the reminders promise no other. None: all.
+    tools: frozenset[str] | None = None
 
     @classmethod
-    def build(cls, cwd: Path, base: str, settings: LearningSettings, toolsets: Iterable[str]) -> SessionContext:
+    def build(
+        cls, cwd: Path, base: str, settings: LearningSettings, toolsets: Iterable[str], tools: Iterable[str] | None = None
+    ) -> SessionContext:
         """Read everything once (blocking: call it off the event loop)."""
         memory = snapshot(settings)
-        ctx = cls(cwd, base, settings, frozenset(toolsets), memory=memory.text, memory_full=memory.full)
+        names = None if tools is None else frozenset(tools)
+        text = memory.text
+        if names is not None and "memory" not in names:
+            text = text.replace(MEMORY_TOOL_NOTE, "")
+        ctx = cls(cwd, base, settings, frozenset(toolsets), memory=text, memory_full=memory.full, tools=names)
         ctx.findings.extend(memory.findings)
         ctx.nested = NestedContext(cwd, settings.context_file_chars)
         ctx._load_files()
@@ -97,11 +105,16 @@ class SessionContext:
         self.project = project.render()
         skills = discover([self.cwd], toolsets=self.toolsets)
         self.skills, skill_findings = index_screened(skills)
+        if not self._has("skill_view"):
+            self.skills = ""  # a list of skills the session cannot load would only mislead
         self.findings.extend(project.findings + (list(soul.findings) if soul else []) + skill_findings)
         skill_paths = [s.path for s in skills]
         folders = [self.cwd / ".agents" / "skills", personal_dir(), bundled_skills_dir()]
         self.watched = (soul_path(), *project.watched, *folders, *skill_paths)
         self.stamp = fingerprint(self.watched)
+
+    def _has(self, tool: str) -> bool:
+        return self.tools is None or tool in self.tools
 
     def prompt(self) -> str:
         """The system prompt; stable parts first so that a change late in it keeps more of the cache."""
@@ -126,11 +139,11 @@ class SessionContext:
         """The ephemeral reminder for this turn's request, if any."""
         parts = []
         every = self.settings.memory_nudge_turns
-        if every and turn_number > 0 and turn_number % every == 0:
+        if every and turn_number > 0 and turn_number % every == 0 and self._has("memory"):
             parts.append(MEMORY_NUDGE)
             if self.memory_full:
                 parts.append(MEMORY_FULL_NUDGE)
-        if self.settings.skill_nudge:
+        if self.settings.skill_nudge and self._has("skill_manage"):
             why = []
             if self.last_turn.tool_calls >= 5:
                 why.append(f"{self.last_turn.tool_calls} tool calls")

@@ -28,6 +28,7 @@ from core.context import LearningSettings, truncate_middle
 from core.screening import Finding, Flagged, looks_secret, review_learned, screen_learned
 
 __all__ = [
+    "MEMORY_TOOL_NOTE",
     "JournalEntry",
     "MemoryChange",
     "MemoryError",
@@ -89,6 +90,9 @@ class JournalEntry:
     before: str | None
     after: str | None
 
+
+# Said in the memory heading only to a session that has the memory tool.
+MEMORY_TOOL_NOTE = "; the memory tool edits the files"
 
 def memory_path(kind: str) -> Path:
     return home() / "memories" / FILES[kind]
@@ -320,5 +324,5 @@ def snapshot(settings: LearningSettings | None = None) -> MemorySnapshot:
         sections.append(f"## {LABELS[kind]} [{len(raw)}/{budget} chars]\n{body}")
     if not sections:
         return MemorySnapshot("", tuple(findings), tuple(full))
-    head = "# Memory (a snapshot from the start of this session; the memory tool edits the files)"
+    head = f"# Memory (a snapshot from the start of this session{MEMORY_TOOL_NOTE})"
     return MemorySnapshot("\n\n".join([head, *sections]), tuple(findings), tuple(full))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import acp
 import pytest
 
@@ -177,3 +179,34 @@ async def test_mcp_process_sends_configured_limits(hermes_home, tmp_path):
     assert len(server.requests) == 2
     assert [_max_tokens(body) for body in server.requests] == [1234, 1234]
     assert {body["model"] for body in server.requests} == {"scripted"}
+
+
+async def test_each_surface_is_told_only_of_tools_it_has(hermes_home, tmp_path):
+    """The prompt lists skills, memory editing and commands only to a session that has those tools."""
+    project = tmp_path / "project"
+    (project / ".agents" / "skills" / "deploy").mkdir(parents=True)
+    (project / ".agents" / "skills" / "deploy" / "SKILL.md").write_text("---\nname: deploy\ndescription: Ship the site.\n---\nRun make deploy.\n")
+    (hermes_home / "memories").mkdir()
+    (hermes_home / "memories" / "MEMORY.md").write_text("The user likes short answers.\n")
+    allow_projects(hermes_home, project)
+
+    def system(body: dict) -> str:
+        return body["messages"][0]["content"] if isinstance(body["messages"][0]["content"], str) else json.dumps(body["messages"][0])
+
+    with ScriptedOpenAIServer([{"text": "hi"}]) as server:
+        async with connected(mcp_env(hermes_home, server.base_url)) as client:
+            view = data(await client.call_tool("ask", {"prompt": "hello", "cwd": str(project)}))
+    assert view["status"] == "done", view
+    mcp_prompt = system(server.requests[0])
+    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert "short answers" in mcp_prompt, "memory is still in the prompt"
+    for tool, words in (("skill_view", "skill_view"), ("memory", "the memory tool"), ("run_command", "run commands")):
+        if tool not in offered:
+            assert words not in mcp_prompt, f"the MCP agent is told of {tool}, which it does not have"
+
+    with ScriptedOpenAIServer([{"text": "hi"}]) as server:
+        async with running_agent(Client(), agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("hello")])
+    acp_prompt = system(server.requests[0])
+    assert "skill_view" in acp_prompt and "deploy" in acp_prompt and "the memory tool" in acp_prompt
