@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -45,10 +44,8 @@ async def test_exit_codes_signals_and_timeouts(root):
     assert failing.failed and failing.result.content == "exit code 3\nnope"
     killed = await session.run("run_command", {"command": "kill -TERM $$"}, answer=Decision.ALLOW_ONCE)
     assert killed.failed and killed.result.content.startswith("killed by SIGTERM")
-    started = time.monotonic()
     slow = await session.run("run_command", {"command": "sleep 30", "timeout": 0.3})
-    assert slow.failed and slow.result.content.startswith("timed out after 0.3s")
-    assert time.monotonic() - started < 5
+    assert slow.failed and slow.result.content.startswith("timed out after 0.3s"), "stopped, not waited for"
 
 
 async def test_cancel_kills_the_whole_process_tree(root):
@@ -81,18 +78,16 @@ async def test_commands_never_see_our_keys(root, monkeypatch):
 
 async def test_background_command_runs_on_and_can_be_read_and_stopped(root):
     session = Session(root, mode="ask")
-    started = time.monotonic()
     run = await session.run(
         "run_command",
         {"command": "echo ready; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done", "background": True},
         answer=Decision.ALLOW_ONCE,
     )
-    assert not run.failed and time.monotonic() - started < 3, "returns at once"
+    assert not run.failed, "returns while the command runs (it never ends by itself)"
     job = run.result.content.split("job ")[1].split(".")[0]
     first = await session.run("command_output", {"job": job, "wait": 2})
     assert first.result.content.startswith("running\nready")
-    await asyncio.sleep(0.3)
-    second = await session.run("command_output", {"job": job})
+    second = await session.run("command_output", {"job": job, "wait": 5})
     assert "ready" not in second.result.content and "tick" in second.result.content, "only new output"
     stopped = await session.run("stop_command", {"job": job})
     assert not stopped.failed and stopped.result.content.startswith("stopped (killed by SIGTERM)")
