@@ -21,9 +21,17 @@ from tests.fakes.openai_server import ScriptedOpenAIServer
 BIG = "".join(f"line {i} of a file large enough that a torn write would show\n" for i in range(150))
 
 
+def _reminder(message: dict) -> bool:
+    content = message.get("content")
+    text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+    return text.startswith("[Ephemeral reminder")
+
+
 def _script(body: dict) -> dict:
     """Each step writes a big file (whole or not at all), then the turn ends."""
-    last_user = max(i for i, m in enumerate(body["messages"]) if m["role"] == "user")
+    # A request-only reminder may follow the tool results as a user message of its own: not a prompt.
+    prompts = [i for i, m in enumerate(body["messages"]) if m["role"] == "user" and not _reminder(m)]
+    last_user = max(prompts)
     step = sum(1 for m in body["messages"][last_user:] if m["role"] == "tool")  # this turn's steps
     if step >= 4:
         return {"text": "all written"}
