@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from core.command_rules import Assessment, assess
 from core.messages import FileDiff
-from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason
+from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason, within
 from core.sandbox import Grants
 
 if TYPE_CHECKING:
@@ -101,11 +101,6 @@ class Ruling(NamedTuple):
     grants: Grants = Grants()
     # Something to tell the user once per session (no sandbox on this machine, say).
     notice: str = ""
-
-
-def within(path: Path, roots: list[Path]) -> bool:
-    """True when ``path`` (already resolved) lies under one of ``roots`` (resolved)."""
-    return any(path == root or root in path.parents for root in roots)
 
 
 def command_program(command: str) -> str:

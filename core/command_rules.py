@@ -35,6 +35,7 @@ from core.command_tables import (
     PYTHON_MODULES, PYTHON_MODULES_CODE, RUNNERS, SHELLS, WRAPPER_OPTIONS, WRAPPER_POSITIONALS, variable_runs_code,
 )
 from core.commands import ParseError, Script, SimpleCommand, parse
+from core.paths import within
 
 __all__ = ["Assessment", "Level", "assess", "rule_key"]
 
@@ -498,7 +499,7 @@ class _Judge(Grades):
     # --- paths -------------------------------------------------------------------------
 
     def _inside(self, path: Path) -> bool:
-        return any(path == root or root in path.parents for root in self.roots)
+        return within(path, self.roots)
 
     def _read(self, word: str, cwd: Path, *, exists: bool = True) -> None:
         """An existing file or directory a word names, globs expanded as the shell would."""

@@ -7,9 +7,10 @@ Names are compared case-insensitively (macOS and Windows file systems ignore cas
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["PROTECTED_NAMES", "is_protected_path", "is_secret_path", "protected_entry", "protected_reason"]
+__all__ = ["PROTECTED_NAMES", "is_protected_path", "is_secret_path", "protected_entry", "protected_reason", "within"]
 
 # Writing these makes git, the editor, CI or the shell run code later: they ask in every mode.
 PROTECTED_NAMES = frozenset({".git", ".vscode", ".idea", ".husky", ".devcontainer", ".envrc", ".gitattributes", ".gitmodules"})
@@ -25,6 +26,11 @@ _NOT_SECRETS = {".env.example", ".env.sample", ".env.template", ".env.dist"}
 # Directories that hold credentials or the repository itself (hooks run code; config can hold tokens).
 _SECRET_DIRS = {".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", "gcloud", ".git", ".password-store", "keyrings"}
 _SECRET_PAIRS = ((".config", "gh"), (".config", "hub"), (".config", "op"), (".cargo", "credentials"), (".cargo", "credentials.toml"))
+
+
+def within(path: Path, roots: Iterable[Path]) -> bool:
+    """True when ``path`` (already resolved) is one of ``roots`` (resolved) or lies under one."""
+    return any(path == root or root in path.parents for root in roots)
 
 
 def _lower_parts(path: Path) -> list[str]:

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.paths import PROTECTED_NAMES, is_secret_path
+from core.paths import PROTECTED_NAMES, is_secret_path, within
 
 __all__ = [
     "CREDENTIAL_STORES",
@@ -247,9 +247,7 @@ def new_protected_paths(roots: tuple[Path, ...] | list[Path], before: list[Path]
 
 def _visible(path: Path, writable: list[Path]) -> bool:
     """Whether ``path`` is still there inside the sandbox (the private /tmp hides the real one)."""
-    tmp = Path("/tmp")
-    under_tmp = path == tmp or tmp in path.parents
-    return not under_tmp or any(path == w or w in path.parents for w in writable)
+    return not within(path, [Path("/tmp")]) or within(path, writable)
 
 
 def _bwrap_argv(command: str, cwd: Path, confinement: Confinement, env: dict[str, str] | None = None) -> list[str]:
@@ -277,12 +275,12 @@ def _bwrap_argv(command: str, cwd: Path, confinement: Confinement, env: dict[str
     visible = [*writable, *granted]
     # Bound again read-only inside the roots: what makes git, the editor or CI run code.
     for path in protected_entries(writable):
-        if not any(path == g or g in path.parents for g in granted):
+        if not within(path, granted):
             argv += ["--ro-bind", str(path), str(path)]
     for path in _hidden_paths(confinement):
         if not os.path.lexists(path) or not _visible(path, visible):
             continue
-        if any(path == g or g in path.parents for g in granted):
+        if within(path, granted):
             continue
         if path.is_dir() and not path.is_symlink():
             argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
@@ -318,7 +316,7 @@ def seatbelt_profile(confinement: Confinement) -> str:
     for root in confinement.roots:
         names = "|".join(sorted(n.replace(".", "\\.") for n in PROTECTED_NAMES)) + "|\\.github/workflows"
         lines.append(f'(deny file-write* (regex #"(?i)^{_sb_regex(root)}/({names})(/|$)"))')
-    hidden = [p for p in _hidden_paths(confinement) if not any(p == g or g in p.parents for g in confinement.grants.writable)]
+    hidden = [p for p in _hidden_paths(confinement) if not within(p, confinement.grants.writable)]
     for path in hidden:
         lines.append(f"(deny file-read* file-write* (subpath {_sb_quote(path)}))")
     return "\n".join(lines) + "\n"

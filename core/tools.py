@@ -20,6 +20,7 @@ from core.events import DiffContent, Event, Location, Notice, PermissionNeeded, 
 from core.host import BinaryFileError, Host, TextFile, encode_text
 from core.messages import FileDiff, ToolCallPart, ToolResultMessage
 from core.models.base import ToolSpec
+from core.paths import within
 from core.redaction import scrub
 from core.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 
@@ -512,7 +513,7 @@ def _remove_new_protected(roots: list[Path], before: list[Path], confinement: Co
     """Protected paths a sandboxed command created (it could not write existing ones) are
     removed: they would make git, the editor or CI run code that nobody approved."""
     granted = confinement.grants.writable if confinement else ()
-    created = [p for p in new_protected_paths(roots, before) if not any(p == g or g in p.parents for g in granted)]
+    created = [p for p in new_protected_paths(roots, before) if not within(p, granted)]
     for path in created:
         try:
             if path.is_dir() and not path.is_symlink():

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import config_path, home
+from core.paths import within
 
 __all__ = ["ROOTS_KEY", "ProjectRefused", "allowed_projects", "client_roots", "confine", "forbidden_reason"]
 
@@ -56,7 +57,7 @@ def forbidden_reason(path: Path) -> str | None:
         if path in user_home.parents:
             return "a folder that contains your home directory"
     state = home().expanduser().resolve()
-    if path == state or state in path.parents:
+    if within(path, [state]):
         return "hermes-editor's state home"
     if path in state.parents:
         return "a folder that contains hermes-editor's state home"
@@ -98,7 +99,7 @@ def confine(raw: str, allowed: list[Path]) -> Path:
             f"{shown} is {reason}: hermes-mcp never works there, even when it is listed. "
             f"Name the project's own folder instead: {_how_to_allow(Path('/path/to/project'))}."
         )
-    if not any(path == root or root in path.parents for root in allowed):
+    if not within(path, allowed):
         where = ", ".join(str(p) for p in allowed) if allowed else "none: the client shares no roots and [mcp] projects is empty"
         raise ProjectRefused(
             f"{shown} is not a project this server may work in (allowed: {where}). To allow it, {_how_to_allow(path)}."
