@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from core.command_rules import Assessment, assess
 from core.messages import FileDiff
 from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason, within
-from core.sandbox import Grants
+from core.sandbox import Grants, status as sandbox_status
 
 if TYPE_CHECKING:
     from core.store import SessionStore
@@ -149,13 +149,6 @@ class _Needs:
         return " and ".join(parts)
 
 
-def _sandbox_active() -> tuple[bool, str]:
-    from core.sandbox import status
-
-    found = status()
-    return found.active, found.detail
-
-
 @dataclass(slots=True)
 class ApprovalPolicy:
     """Decides, for one action in one session: allow, ask, or refuse (with the reason).
@@ -212,7 +205,8 @@ class ApprovalPolicy:
     def sandboxed(self) -> bool:
         """Whether commands run in the OS sandbox (probed on first use)."""
         if self.sandbox is None:
-            self.sandbox, self.sandbox_detail = _sandbox_active()
+            found = sandbox_status()
+            self.sandbox, self.sandbox_detail = found.active, found.detail
         return self.sandbox
 
     def _command(self, action: Action) -> Ruling:
@@ -337,7 +331,7 @@ def _host_access(found: Assessment) -> str:
     """What of this machine the command needs that the sandbox hides, in words ("" for nothing)."""
     for key in found.keys:
         program = key.split(" ", 1)[0]
-        if key in _HOST_GIT or " ".join(key.split(" ")[:2]) in _HOST_GIT:
+        if key in _HOST_GIT:  # a git key is "git SUBCOMMAND"
             return "your git credentials (SSH keys, credential helper), outside the sandbox"
         if program in _HOST_PROGRAMS and (program != "rsync" or found.network):
             return f"{_HOST_PROGRAMS[program]}, outside the sandbox"

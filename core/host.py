@@ -364,9 +364,10 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _wrapped_code(proc: asyncio.subprocess.Process) -> int | None:
-    """The command's own exit code: a sandbox reports a signal that killed it as 128 + N."""
+    """The command's own exit code: the sandbox or the supervisor every command runs under
+    reports a signal that killed it as 128 + N."""
     code = proc.returncode
-    if code is not None and getattr(proc, "wrapped", False) and 128 < code < 128 + signal.NSIG:
+    if code is not None and 128 < code < 128 + signal.NSIG:
         try:
             return -signal.Signals(code - 128)
         except ValueError:
@@ -517,7 +518,7 @@ class LocalHost:
             _end_on_termination()
         argv, env = self.command_argv(command, cwd, confinement)
         argv = supervised(argv)
-        proc = await asyncio.create_subprocess_exec(
+        return await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
             stdin=asyncio.subprocess.DEVNULL,
@@ -528,8 +529,6 @@ class LocalHost:
             preexec_fn=die_with_parent,
             umask=user_umask(),  # ours is 077 for the state home; the user's project gets theirs
         )
-        proc.wrapped = True  # type: ignore[attr-defined]  # a sandbox or the supervisor: signals come as 128 + N
-        return proc
 
     async def run_command(
         self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit, confinement: Confinement | None = None

@@ -93,7 +93,6 @@ class Confinement:
     roots: tuple[Path, ...]
     grants: Grants = field(default_factory=Grants)
     temp: Path | None = None  # the session's private /tmp; a fresh empty one when None
-    hidden: tuple[Path, ...] = ()  # more paths to hide, from the configuration
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +211,7 @@ def _hidden_paths(confinement: Confinement) -> list[Path]:
     paths = [h / name for h in homes for name in CREDENTIAL_STORES]
     paths += [Path(p) for p in _SYSTEM_SECRETS]
     paths.append(state_home())
-    paths += list(confinement.hidden) + _configured_hidden()
+    paths += _configured_hidden()
     # Secret files at the top of each root (.env, keys): the model reads them only when asked.
     for root in confinement.roots:
         paths += [e for e in _entries(root) if e.name.lower() != ".git" and e.is_file() and is_secret_path(Path(e.name))]

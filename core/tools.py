@@ -295,14 +295,13 @@ class ToolContext:
         await self._gate(Action(self._name, self._kind, False, touched), title=title, diffs=diffs)
         self._approved.update(touched)
 
-    async def approve_command(self, command: str, cwd: Path, wants: Grants = Grants()) -> Grants:
+    async def approve_command(self, command: str, cwd: Path, wants: Grants = Grants()) -> None:
         """Ask before running ``command`` (and for what it ``wants`` beyond the sandbox); raises
-        ToolRejected on no. Returns what the sandbox adds for it."""
+        ToolRejected on no. The command then runs with what its ruling grants."""
         action = Action(self._name, "execute", False, (cwd,), command, wants)
         ruling = await self._gate(action, title=f"Run `{command}`", command=command)
         self._command_approved = command
         self._confinement = Confinement(tuple(self.roots), ruling.grants)
-        return ruling.grants
 
     async def approve_call(self, title: str, *, detail: str = "") -> None:
         """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say)."""
@@ -411,25 +410,29 @@ class ToolContext:
         protected paths it created, which are removed ("" when none)."""
         if self._command_approved != command:
             raise ToolError("internal error: command run without approval")
-        confinement = self._confinement
-        audit = confinement is not None and self.policy.sandboxed and not confinement.grants.unconfined
-        before = await asyncio.to_thread(protected_entries, self.roots) if audit else []
+        before = await self._protected_before()
         result = await self.host.run_command(
-            command, cwd, timeout=timeout, output_limit=output_limit, show=self.show, confinement=confinement
+            command, cwd, timeout=timeout, output_limit=output_limit, show=self.show, confinement=self._confinement
         )
-        note = await asyncio.to_thread(_remove_new_protected, self.roots, before, confinement) if audit else ""
+        note = await asyncio.to_thread(_remove_new_protected, self.roots, before, self._confinement) if before is not None else ""
         return result, note
 
     async def start_command(self, command: str, cwd: Path, *, output_limit: int):
         """Start an approved command in the background; it keeps running after the call."""
         if self._command_approved != command:
             raise ToolError("internal error: command started without approval")
-        confinement = self._confinement
-        audit = confinement is not None and self.policy.sandboxed and not confinement.grants.unconfined
-        before = await asyncio.to_thread(protected_entries, self.roots) if audit else None
-        job = await self.host.start_command(command, cwd, output_limit=output_limit, show=self.show, confinement=confinement)
-        _BACKGROUND_AUDITS[id(job)] = (list(self.roots), before, confinement)
+        before = await self._protected_before()
+        job = await self.host.start_command(command, cwd, output_limit=output_limit, show=self.show, confinement=self._confinement)
+        _BACKGROUND_AUDITS[id(job)] = (list(self.roots), before, self._confinement)
         return job
+
+    async def _protected_before(self) -> list[Path] | None:
+        """The protected paths there are before a sandboxed command runs; None when it is not
+        checked afterwards (no sandbox, or the user let it out)."""
+        confinement = self._confinement
+        if confinement is None or confinement.grants.unconfined or not self.policy.sandboxed:
+            return None
+        return await asyncio.to_thread(protected_entries, self.roots)
 
     async def after_background(self, job: object) -> str:
         """Once a background command has ended: remove protected paths it created, as for
