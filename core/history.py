@@ -10,7 +10,9 @@ back to a substring scan.
 from __future__ import annotations
 
 import datetime
+import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,18 +83,27 @@ async def search(
     until: float | None = None,
     role: str | None = None,
     session_id: str | None = None,
+    sessions: Collection[str] | None = None,
     limit: int = 10,
 ) -> list[Hit]:
-    """Ranked hits (best first) with snippets; ``project`` keeps sessions whose cwd is in it."""
+    """Ranked hits (best first) with snippets; ``project`` keeps sessions whose cwd is in it,
+    ``session_id`` one session, ``sessions`` a set of them (both: the first, if in the set)."""
     parsed = parse_query(query)
     if parsed is None:
+        return []
+    only: tuple[str, ...] | None = None
+    if session_id:
+        only = (session_id,) if sessions is None or session_id in sessions else ()
+    elif sessions is not None:
+        only = tuple(sorted(sessions))
+    if only == ():
         return []
     if role and role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
     if parsed.spaceless and any(len(t) < 3 for t in parsed.raw):
-        rows = await _scan(store, parsed.raw, project, since, until, role, session_id, limit)
+        rows = await _scan(store, parsed.raw, project, since, until, role, only, limit)
     else:
-        rows = await _ranked(store, parsed, project, since, until, role, session_id, limit)
+        rows = await _ranked(store, parsed, project, since, until, role, only, limit)
     return [
         Hit(r["session_id"], r["title"], r["cwd"], r["seq"], r["role"], " ".join(r["snippet"].split()), r["created_at"], -r["score"])
         for r in rows
@@ -100,6 +111,13 @@ async def search(
 
 
 _COLUMNS = "m.session_id, s.title, s.cwd, m.seq, m.role, m.created_at"
+
+
+def _in_sessions(column: str, sessions: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """``column`` is one of ``sessions``: a plain equality for one, a JSON array for several."""
+    if len(sessions) == 1:
+        return f"{column} = ?", [sessions[0]]
+    return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(sessions)]
 
 
 def _filters(project: str | None, since: float | None, until: float | None, role: str | None) -> tuple[list[str], list[Any]]:
@@ -128,7 +146,7 @@ async def _ranked(
     since: float | None,
     until: float | None,
     role: str | None,
-    session_id: str | None,
+    sessions: tuple[str, ...] | None,
     limit: int,
 ) -> list[Any]:
     """The best ``limit`` matches by bm25, newest first among equals.
@@ -144,9 +162,10 @@ async def _ranked(
     table = "messages_trigram" if parsed.spaceless else "messages_fts"
     where, params = _filters(project, since, until, role)
     join = f" CROSS JOIN messages m ON m.id = {table}.rowid" if where else ""
-    if session_id:
-        where.append(f"+{table}.rowid IN (SELECT id FROM messages WHERE session_id = ?)")
-        params.append(session_id)
+    if sessions is not None:
+        condition, values = _in_sessions("session_id", sessions)
+        where.append(f"+{table}.rowid IN (SELECT id FROM messages WHERE {condition})")
+        params += values
     filters = "".join(f" AND {w}" for w in where)
     page = (
         f"SELECT {table}.rowid AS id, bm25({table}) AS score, snippet({table}, 0, '[', ']', '…', 12) AS snippet"
@@ -166,15 +185,16 @@ async def _scan(
     since: float | None,
     until: float | None,
     role: str | None,
-    session_id: str | None,
+    sessions: tuple[str, ...] | None,
     limit: int,
 ) -> list[Any]:
     """Newest messages containing every word: a substring scan for terms too short for trigrams
     (slow on a huge store, but correct)."""
     where, params = _filters(project, since, until, role)
-    if session_id:
-        where.append("m.session_id = ?")
-        params.append(session_id)
+    if sessions is not None:
+        condition, values = _in_sessions("m.session_id", sessions)
+        where.append(condition)
+        params += values
     likes = " AND ".join("m.text LIKE ? ESCAPE '\\'" for _ in words)
     sql = (
         f"SELECT {_COLUMNS}, substr(m.text, 1, 160) AS snippet, 0.0 AS score FROM messages m"

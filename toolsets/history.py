@@ -46,17 +46,16 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
         if not args.query.strip():
             raise ToolError("Give a query, or session_id and seq.")
         try:
-            filters = dict(
+            hits = await history.search(
+                store,
+                args.query,
                 project=str(project_root(ctx.cwd)) if args.scope == "project" else None,
                 since=history.to_epoch(args.since or None),
                 until=history.to_epoch(args.until or None, end=True),
                 role=args.role or None,
+                sessions=readable,
                 limit=8,
             )
-            if readable is None:
-                hits = await history.search(store, args.query, **filters)  # type: ignore[arg-type]
-            else:
-                hits = await _search_within(store, args.query, readable, filters)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         transcripts = await _transcripts(store, hits) if hits and args.summarize and ctx.summarize else []
@@ -87,15 +86,6 @@ async def _readable(store: SessionStore, ctx: ToolContext) -> set[str] | None:
     from core.store.gateway import GatewayStore
 
     return await GatewayStore(store).readable_sessions(ctx.session_id, load_config().gateway.owner)
-
-
-async def _search_within(store: SessionStore, query: str, sessions: set[str], filters: dict) -> list[history.Hit]:
-    """The best hits inside ``sessions`` only (bm25 scores compare across them: one index)."""
-    hits: list[history.Hit] = []
-    for sid in sorted(sessions):
-        hits += await history.search(store, query, session_id=sid, **filters)
-    hits.sort(key=lambda h: (-h.score, -h.created_at))
-    return hits[: filters["limit"]]
 
 
 async def _transcripts(store: SessionStore, hits: list[history.Hit]) -> list[tuple[str, str]]:

@@ -157,6 +157,20 @@ async def test_search_phrases_prefix_filters_and_context(store, tmp_path):
     assert [seq for seq, _ in around] == [1, 2, 3] and around[2][1].startswith("tool run_command: migration")
 
 
+async def test_search_within_a_set_of_sessions(store, tmp_path):
+    """One query over several sessions, ranked together; the trigram path (short CJK terms) too."""
+    a = await _session(store, str(tmp_path), [("user", "blue green deployment"), ("user", "数据 in a")], title="a")
+    b = await _session(store, str(tmp_path), [("user", "blue green blue green rollout"), ("user", "数据 in b")], title="b")
+    await _session(store, str(tmp_path), [("user", "blue green elsewhere"), ("user", "数据 in c")], title="c")
+    both = await history.search(store, '"blue green"', sessions={a.id, b.id})
+    assert {h.title for h in both} == {"a", "b"} and [h.score for h in both] == sorted((h.score for h in both), reverse=True)
+    assert {h.title for h in await history.search(store, "数据", sessions={a.id, b.id})} == {"a", "b"}
+    assert [h.title for h in await history.search(store, '"blue green"', sessions={b.id})] == ["b"]
+    assert [h.title for h in await history.search(store, '"blue green"', session_id=a.id, sessions={a.id, b.id})] == ["a"]
+    assert await history.search(store, '"blue green"', session_id=a.id, sessions={b.id}) == []
+    assert await history.search(store, '"blue green"', sessions=set()) == []
+
+
 async def test_cjk_and_thai_are_searchable(store, tmp_path):
     await _session(store, str(tmp_path), [("user", "数据库迁移失败了，请检查日志"), ("user", "ภาษาไทยไม่มีช่องว่าง"), ("user", "plain english")])
     assert [h.seq for h in await history.search(store, "迁移失败")] == [1]
