@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.approvals import ApprovalBroker, ApprovalPolicy  # noqa: E402
-from core.checkpoints import Checkpoints  # noqa: E402
-from core.host import LocalHost  # noqa: E402
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy  # noqa: E402
+from core.host.checkpoints import Checkpoints  # noqa: E402
+from core.host.local import LocalHost  # noqa: E402
 from core.messages import ToolCallPart  # noqa: E402
-from core.tools import FileLedger, ToolContext, display_diff, run_tool  # noqa: E402
+from core.tools.base import FileLedger, ToolContext, display_diff, run_tool  # noqa: E402
 from toolsets import toolset  # noqa: E402
 from toolsets.editor.common import unified_diff  # noqa: E402
 from toolsets.editor.edits import apply_edit  # noqa: E402

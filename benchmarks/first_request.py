@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.reference import Reference, add_option, find, ratio, spawn
-from core.agent import Agent
-from core.approvals import ApprovalBroker
+from core.agent.loop import Agent
+from core.policy.approvals import ApprovalBroker
 from core.config import load_config
-from core.host import LocalHost
+from core.host.local import LocalHost
 from core.messages import UserMessage
 from core.models import build_model
 from core.store import SessionStore

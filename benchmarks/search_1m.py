@@ -2,7 +2,7 @@
 
 Builds a store with the real schema (migrations, FTS5 and trigram triggers) in a temporary
 folder, filled with generated messages (Zipf-distributed words, 1% Chinese), then times
-``core.history.search`` for typical queries. The build takes a while; ``--db`` keeps it.
+``core.store.history.search`` for typical queries. The build takes a while; ``--db`` keeps it.
 
 Reference: for each query, the plain SQLite statement that gives the same page on the same
 file, run through the ``sqlite3`` module: ``MATCH``, ``bm25()`` ranking, ``snippet()`` with
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import history  # noqa: E402
+from core.store import history  # noqa: E402
 from core.store import SessionStore  # noqa: E402
 
 _CJK = "数据库迁移失败检查日志配置服务器连接超时缓存内存文件权限测试通过部署版本回滚"

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from core.learning_config import LearningSettings
+from core.state_home import home_path
 
 __all__ = [
     "Config",
@@ -37,8 +38,7 @@ __all__ = [
 
 def home() -> Path:
     """The state home: ``$HERMES_EDITOR_HOME`` or ``~/.hermes-editor``."""
-    env = os.environ.get("HERMES_EDITOR_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".hermes-editor"
+    return Path(home_path())
 
 
 def config_path() -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
-from core.models.base import Usage
+from core.messages import Usage
 
 __all__ = [
     "DiffContent",
@@ -122,7 +122,7 @@ class PlanUpdated:
 class PermissionNeeded:
     """A tool call waits for the user. The surface asks and answers through the broker."""
 
-    request: object  # core.approvals.ApprovalRequest (kept loose to avoid an import cycle)
+    request: object  # core.policy.approvals.ApprovalRequest (kept loose to avoid an import cycle)
     kind: Literal["permission"] = "permission"
 
 

@@ -1,6 +1,6 @@
 """The ``[learning]`` settings: context files, memory budgets, nudges, compression, search summaries.
 
-Kept apart from :mod:`core.context` and importing only pydantic, so that :mod:`core.config`
+Kept apart from :mod:`core.learning.context` and importing only pydantic, so that :mod:`core.config`
 can hold it as a field without an import cycle.
 """
 

@@ -12,7 +12,7 @@ import re
 import sys
 
 from core.config import home
-from core.host import SECRET_ENV_VARS
+from core.redaction import SECRET_ENV_VARS
 
 __all__ = ["RedactingFilter", "setup_logging"]
 

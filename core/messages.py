@@ -6,11 +6,13 @@ nothing built for a request is ever written back.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 __all__ = [
+    "Usage",
     "AssistantMessage",
     "FileDiff",
     "ImagePart",
@@ -145,3 +147,20 @@ def _flatten(value: object) -> str:
     if isinstance(value, list):
         return " ".join(_flatten(v) for v in value)
     return str(value)
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd

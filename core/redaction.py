@@ -12,7 +12,7 @@ import base64
 import os
 import threading
 
-__all__ = ["add_secrets", "scrub", "secret_values"]
+__all__ = ["SECRET_ENV_VARS", "add_secrets", "scrub", "secret_values"]
 
 REDACTED = "[redacted]"
 _MIN_LENGTH = 8  # shorter values would scrub ordinary words
@@ -47,13 +47,27 @@ def add_secrets(values: list[str] | tuple[str, ...] | set[str]) -> None:
         _ordered = tuple(sorted(_values, key=len, reverse=True))
 
 
+# Our credentials: never in a child's environment (nor in the editor terminal's, see AcpHost).
+SECRET_ENV_VARS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "TELEGRAM_BOT_TOKEN",
+    "HERMES_MCP_TOKEN",
+)
+
+
 def _load_environment() -> None:
     global _env_loaded
     if _env_loaded:
         return
     _env_loaded = True
-    from core.host import SECRET_ENV_VARS
-
     add_secrets([os.environ[name] for name in SECRET_ENV_VARS if os.environ.get(name)])
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "home_path",
     "PRIVATE_UMASK",
     "ModeRepair",
     "ensure_private_home",
@@ -34,8 +35,8 @@ PRIVATE_UMASK = 0o077
 _user_umask: int | None = None  # the umask the process started with, once ensure_private_home ran
 
 
-def _home() -> str:
-    # The same rule as core.config.home(), without importing pydantic (or pathlib) at start-up.
+def home_path() -> str:
+    """The state home: ``$HERMES_EDITOR_HOME`` or ``~/.hermes-editor`` (a string: nothing heavier loads)."""
     env = os.environ.get("HERMES_EDITOR_HOME")
     return os.path.expanduser(env) if env else os.path.join(os.path.expanduser("~"), ".hermes-editor")
 
@@ -49,7 +50,7 @@ def ensure_private_home() -> None:
     previous = os.umask(PRIVATE_UMASK)
     if _user_umask is None:
         _user_umask = previous
-    path = _home()
+    path = home_path()
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.stat(path)
@@ -143,7 +144,7 @@ def repair_modes(root: Path | None = None) -> ModeRepair:
     """
     from pathlib import Path
 
-    root = Path(root if root is not None else _home())
+    root = Path(root if root is not None else home_path())
     report = ModeRepair()
     uid = os.geteuid()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from core.config import home
+from core.state_home import home_path
 
 __all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "McpToken", "TokenError", "ensure_mcp_token", "mcp_token_values", "read_mcp_token", "token_path"]
 
@@ -40,7 +40,7 @@ class McpToken:
 
 
 def token_path() -> Path:
-    return home() / TOKEN_FILE
+    return Path(home_path()) / TOKEN_FILE
 
 
 def _from_env(env: dict[str, str] | os._Environ[str] | None) -> str | None:

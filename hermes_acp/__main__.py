@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hermes-acp {version()}")
         return 0
     if args.setup:
-        from core.setup_wizard import run_setup
+        from surface_support.setup_wizard import run_setup
 
         return run_setup()
 

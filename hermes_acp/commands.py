@@ -62,8 +62,8 @@ def help_text() -> str:
 
 def read_memory() -> str:
     """The memory files with their budgets (what new sessions start with)."""
-    from core.context import current_settings
-    from core.memory import FILES, LABELS, budget_for, memory_path
+    from core.learning.context import current_settings
+    from core.learning.memory import FILES, LABELS, budget_for, memory_path
 
     settings = current_settings()
     parts = []
@@ -79,7 +79,7 @@ def read_memory() -> str:
 
 def list_skills(cwd: Path) -> str:
     """Project, personal and bundled skills, with their descriptions."""
-    from core.skills import discover
+    from core.learning.skills import discover
 
     found = discover([cwd])
     lines = [f"- `{s.name}` ({s.origin}) — {s.description}" for s in found]

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from core.events import TerminalContent
-from core.sandbox import Confinement
-from core.host import (
+from core.host.sandbox import Confinement
+from core.host.local import (
     SECRET_ENV_VARS,
     BackgroundCommand,
     CommandResult,

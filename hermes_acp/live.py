@@ -16,9 +16,9 @@ __all__ = ["LiveSession", "cost_text", "iso", "mcp_spec"]
 class LiveSession:
     """A session open in this process: the core session, the user's choices, its MCP servers."""
 
-    session: Any  # core.agent.Session
+    session: Any  # core.agent.loop.Session
     choices: SessionChoices
-    mcp: Any = None  # core.mcp_client.McpConnections
+    mcp: Any = None  # core.tools.mcp_client.McpConnections
     mcp_ready: asyncio.Task | None = None
     # Set once the client knows the session id (after the session/new answer is on the wire).
     answered: asyncio.Event = field(default_factory=asyncio.Event)
@@ -28,7 +28,7 @@ def mcp_spec(server):
     """An ACP MCP server description as the core's spec; None for transports we do not speak."""
     from acp.schema import HttpMcpServer, McpServerStdio, SseMcpServer
 
-    from core.mcp_client import McpServerSpec
+    from core.tools.mcp_client import McpServerSpec
 
     if isinstance(server, (HttpMcpServer, SseMcpServer)):
         transport = "http" if isinstance(server, HttpMcpServer) else "sse"

@@ -37,7 +37,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         self._client_caps: Any = None
         self._config: Config | None = None
         self._config_error: str | None = None
-        self._agent = None  # core.agent.Agent, built on the first session
+        self._agent = None  # core.agent.loop.Agent, built on the first session
         self._store = None
         self._sessions: dict[str, LiveSession] = {}
         self._closing: set[asyncio.Task] = set()
@@ -95,7 +95,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
 
         if (problem := self._ready_error()) is not None:
             raise RequestError.auth_required({"details": problem})
-        from core.builder import build_agent
+        from core.agent.builder import build_agent
         from core.store import SessionStore
         from toolsets import toolset
 
@@ -103,7 +103,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         assert config is not None
         self._store = await SessionStore.open()
         self._agent = build_agent(config, "acp", toolset=toolset, store=self._store)
-        from core.approval_watch import watch_foreign_answers
+        from surface_support.approval_watch import watch_foreign_answers
 
         # Questions of this process may be answered elsewhere (hermes-mcp, the gateway).
         self._watch = asyncio.create_task(watch_foreign_answers(self._agent.broker, self._store))

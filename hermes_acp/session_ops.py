@@ -10,7 +10,7 @@ from typing import Any
 
 from core.config import ConfigError
 from core.events import TitleChanged, UsageUpdated
-from core.host import LocalHost
+from core.host.local import LocalHost
 from hermes_acp.commands import available_commands
 from hermes_acp.host import AcpHost
 from hermes_acp.live import LiveSession, iso, mcp_spec
@@ -220,7 +220,7 @@ class SessionPlumbing:
         live.mcp_ready = asyncio.create_task(self._start_mcp(live, servers))
 
     async def _start_mcp(self, live: LiveSession, servers: list) -> None:
-        from core.mcp_client import McpConnections
+        from core.tools.mcp_client import McpConnections
 
         specs, problems = [], []
         for server in servers:

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from core.approvals import ApprovalRequest, Decision
+from core.policy.approvals import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
 from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
@@ -83,7 +83,7 @@ class TurnSupport:
 
     async def _undo(self, session) -> str:
         """Restore the files the last turn with changes touched (the checkpoint before it)."""
-        from core.checkpoints import Checkpoints
+        from core.host.checkpoints import Checkpoints
 
         checkpoints = Checkpoints()
         if not await checkpoints.list(session.id):

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "setup":
-            from core.setup_wizard import run_setup
+            from surface_support.setup_wizard import run_setup
 
             return run_setup()
         if args.command == "doctor":

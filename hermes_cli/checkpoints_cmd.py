@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.checkpoints import KEEP_DAYS, Checkpoints
+    from core.host.checkpoints import KEEP_DAYS, Checkpoints
 
     if args.action != "prune":
         print("usage: hermes-editor checkpoints prune [--keep-days N]")

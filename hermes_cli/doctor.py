@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import Config, ConfigError, config_path, home, load_config
-from core.host import SECRET_ENV_VARS
+from core.host.local import SECRET_ENV_VARS
 from core.logs import RedactingFilter
 
 __all__ = ["Check", "run_doctor"]
@@ -283,7 +283,7 @@ def check_hermes_acp() -> Check:
 
 def check_sandbox() -> Check:
     """Which OS sandbox commands run in; without one, accept-edits and auto ask for every command."""
-    from core.sandbox import status
+    from core.host.sandbox import status
 
     found = status()
     if found.active:

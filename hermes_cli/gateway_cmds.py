@@ -104,7 +104,7 @@ def _lock_held(path: Path) -> bool:
 
 async def _pairing(action: str, value: str | None) -> int:
     from core.config import load_config
-    from core.pairing import Pairing, PairingError
+    from surface_support.pairing import Pairing, PairingError
     from core.store import SessionStore
     from core.store.gateway import GatewayStore
 
@@ -145,7 +145,7 @@ async def _pairing(action: str, value: str | None) -> int:
 
 async def _cron(args: argparse.Namespace) -> int:
     from core.config import load_config
-    from core.cron import ScheduleError, fmt_time, local_zone, parse_schedule
+    from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
     from core.store import SessionStore
     from core.store.jobs import JobStore
 

@@ -41,7 +41,7 @@ def _first(paths: list[Path]) -> Path | None:
 def import_home(source: Path, *, dry_run: bool = False) -> tuple[list[str], list[str]]:
     """Import what can be taken from ``source``; returns (taken, skipped) report lines."""
     from core.config import home
-    from core.screening import looks_secret, screen
+    from core.learning.screening import looks_secret, screen
 
     taken: list[str] = []
     skipped: list[str] = []
@@ -75,9 +75,9 @@ def import_home(source: Path, *, dry_run: bool = False) -> tuple[list[str], list
 
 
 def _import_memory(path: Path, kind: str, taken: list[str], skipped: list[str], dry_run: bool) -> None:
-    from core import memory
-    from core.context import current_settings
-    from core.screening import screen
+    from core.learning import memory
+    from core.learning.context import current_settings
+    from core.learning.screening import screen
 
     text = path.read_text(encoding="utf-8", errors="replace")
     # Hermes Agent separates entries with "§" lines; OpenClaw writes Markdown lists.
@@ -102,7 +102,7 @@ def _import_memory(path: Path, kind: str, taken: list[str], skipped: list[str], 
 
 
 def _import_skill(skill_md: Path, taken: list[str], skipped: list[str], dry_run: bool) -> None:
-    from core import skills
+    from core.learning import skills
     from core.state_home import repair_modes
 
     text = skill_md.read_text(encoding="utf-8", errors="replace")

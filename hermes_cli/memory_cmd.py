@@ -23,8 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core import memory
-    from core.context import current_settings
+    from core.learning import memory
+    from core.learning.context import current_settings
 
     action = args.action or "show"
     if action == "show":

@@ -20,7 +20,7 @@ def _configured() -> None:
 def redact(text: str) -> str:
     """``text`` without the configured secret values and without credential-shaped strings."""
     from core.redaction import scrub
-    from core.screening import redact_secrets
+    from core.learning.screening import redact_secrets
 
     _configured()
     return redact_secrets(scrub(text))

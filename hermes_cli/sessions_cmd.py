@@ -57,7 +57,7 @@ async def _run(args: argparse.Namespace) -> int:
             return 1
         messages = await store.messages(record.id)
     if args.action == "show":
-        from core.history import describe
+        from core.store.history import describe
 
         print(f"{record.title or '(untitled)'}  {record.id}  {record.cwd}")
         for stored in messages:
@@ -81,8 +81,7 @@ async def _find(store, prefix: str):
 
 
 async def _search(store, args: argparse.Namespace) -> int:
-    from core import history
-
+    from core.store import history
     try:
         hits = await history.search(
             store,

@@ -29,8 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from core import skills
-
+    from core.learning import skills
     action = args.action or "list"
     if action == "list":
         usage = skills.usage()
@@ -57,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"No personal skill named {args.name!r} (project and bundled skills are not screened this way).", file=sys.stderr)
             return 1
         return approve_flagged([(found.path.read_text(encoding="utf-8"), str(found.path))], args.yes)
-    from core import curator
-
+    from core.learning import curator
     proposals = curator.proposals(unused_days=args.days)
     if not proposals:
         print("Nothing to prune.")
@@ -76,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
 def approve_flagged(texts: list[tuple[str, str]], yes: bool) -> int:
     """Show each flagged passage of ``texts`` ((text, source) pairs) and remember the ones the
     user approves, so that prompts keep them; 0 when nothing is left flagged."""
-    from core import learning_gate
-    from core.screening import review_learned
+    from core.learning import gate as learning_gate
+    from core.learning.screening import review_learned
 
     accepted = learning_gate.approved()
     flags = [flag for text, source in texts for flag in review_learned(text, source, accepted)[1]]

@@ -21,12 +21,12 @@ from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, ContextTypes, MessageHandler, TypeHandler, filters
 
 from core.config import Config, home
-from core.cron import local_zone
+from core.store.schedule import local_zone
 from hermes_gateway.telegram_io import Target
 
 if TYPE_CHECKING:
-    from core.agent import Agent
-    from core.pairing import Pairing
+    from core.agent.loop import Agent
+    from surface_support.pairing import Pairing
     from core.store import SessionRecord, SessionStore
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobStore
@@ -93,8 +93,8 @@ class Gateway:
 
     async def open(self) -> None:
         """Open the store and build the agents and the Telegram application (no network yet)."""
-        from core.builder import build_agent
-        from core.pairing import Pairing
+        from core.agent.builder import build_agent
+        from surface_support.pairing import Pairing
         from core.store import SessionStore
         from core.store.gateway import GatewayStore
         from core.store.jobs import JobStore
@@ -146,7 +146,7 @@ class Gateway:
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Poll (or take webhooks) and run the scheduler until ``stop`` is set; then shut down gracefully."""
-        from core.approval_watch import watch_foreign_answers
+        from surface_support.approval_watch import watch_foreign_answers
 
         cfg = self.config
         app = self.application

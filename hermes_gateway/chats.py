@@ -20,7 +20,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from core.approvals import Decision
+from core.policy.approvals import Decision
 from core.events import Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
 from hermes_gateway.access import not_yours
@@ -28,8 +28,8 @@ from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
 
 if TYPE_CHECKING:
-    from core.agent import Session
-    from core.approvals import ApprovalRequest
+    from core.agent.loop import Session
+    from core.policy.approvals import ApprovalRequest
     from hermes_gateway.app import Gateway
 
 __all__ = ["ApprovalButtons", "Conversation", "Conversations"]
@@ -196,7 +196,7 @@ class Conversations:
         return conversation
 
     async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
-        from core.host import LocalHost
+        from core.host.local import LocalHost
 
         agent = self._gateway.agent
         return await agent.open_session(session_id, LocalHost(self._gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ class Conversations:
 
     async def new_session(self, conversation: Conversation, user_id: int | None) -> Session:
         """A fresh session in the chat's project, started by ``user_id`` (it is theirs)."""
-        from core.host import LocalHost
+        from core.host.local import LocalHost
 
         gateway = self._gateway
         path = Path(gateway.projects[conversation.project])

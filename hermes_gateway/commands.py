@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from core.cron import ScheduleError, fmt_time, parse_schedule
+from core.store.schedule import ScheduleError, fmt_time, parse_schedule
 from hermes_gateway.access import not_yours
 from hermes_gateway.telegram_io import Target, send_long
 
@@ -120,7 +120,7 @@ class Commands:
         await self._say(target, "Stopping…" if stopped else "Nothing is running.")
 
     async def cmd_undo(self, update: Update, target: Target, arg: str) -> None:
-        from core.checkpoints import Checkpoints
+        from core.host.checkpoints import Checkpoints
 
         conversation = await self._gateway.conversations.get(target)
         if conversation.session is None:

@@ -5,7 +5,7 @@ store for pending questions older than that which are not its own, sends each on
 ``gateway_remote_approvals`` row makes "once" hold across gateways and restarts), and
 answers a button press with ``SessionStore.resolve_approval``: the first answer from
 anywhere wins, and the waiting ``hermes-acp``/``hermes-mcp`` notices it through
-``core.approval_watch``. Only the owner, in the owner's chat, can press these buttons.
+``surface_support.approval_watch``. Only the owner, in the owner's chat, can press these buttons.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from telegram.error import TelegramError
 
-from core.approvals import Decision
+from core.policy.approvals import Decision
 from core.events import PermissionNeeded, TextDelta, TurnEnded
 from core.messages import UserMessage
 from hermes_gateway.telegram_io import Target, send_long
@@ -82,7 +82,7 @@ class Scheduler:
         await self.deliver_due()
 
     async def _execute(self, run: RunRecord) -> None:
-        from core.host import LocalHost
+        from core.host.local import LocalHost
 
         gateway, jobs, cfg = self._gateway, self._gateway.jobs, self._gateway.config.cron
         job = await jobs.get_job(run.job_id)

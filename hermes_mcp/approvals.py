@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from hermes_mcp.views import ApprovalAnswer, ApprovalsList, ApprovalView, clip, iso, unified_diff
 
 if TYPE_CHECKING:
-    from core.approvals import ApprovalRequest
+    from core.policy.approvals import ApprovalRequest
     from hermes_mcp.runtime import Runtime
 
 __all__ = [
@@ -173,7 +173,7 @@ def approvals_list_view(views: list[ApprovalView], client_answers: bool) -> Appr
 
 async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> ApprovalAnswer:
     """Answer one question this process's tasks asked; the first answer from anywhere wins."""
-    from core.approvals import Decision as CoreDecision
+    from core.policy.approvals import Decision as CoreDecision
 
     if decision not in _CORE_DECISIONS:
         raise ApprovalChoice(f"decision must be one of {', '.join(_CORE_DECISIONS)}")

@@ -118,7 +118,7 @@ async def follow(ctx: Context, runtime: Runtime, task: Task, wait: float) -> Any
 
 async def _answered_elsewhere(runtime: Runtime) -> bool:
     """Pick up answers given in an editor or the gateway now, not at the watcher's next poll."""
-    from core.approval_watch import settle_foreign_answers
+    from surface_support.approval_watch import settle_foreign_answers
 
     agent = runtime.agent_if_built
     if agent is None:
@@ -185,7 +185,7 @@ async def _elicit_now(ctx: Context, runtime: Runtime, task: Task, request: Any) 
 
 async def _apply(runtime: Runtime, request: Any, action: str | None, decision: Any) -> bool:
     """Give the broker the user's answer; a dismissed form leaves the question open."""
-    from core.approvals import Decision
+    from core.policy.approvals import Decision
 
     agent = runtime.agent_if_built
     if agent is None:

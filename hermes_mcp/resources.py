@@ -18,7 +18,7 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from core import memory, skills
+from core.learning import memory, skills
 from hermes_mcp.history import transcript_markdown
 from hermes_mcp.views import iso
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from core.config import Config, ConfigError, config_path, load_config
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core.agent.loop import Agent
     from core.logs import RedactingFilter
     from core.store import SessionStore
     from hermes_mcp.tasks import TaskManager
@@ -114,8 +114,8 @@ class Runtime:
             if problem is not None:
                 raise NotReady(problem)
             assert config is not None
-            from core.approval_watch import watch_foreign_answers
-            from core.builder import build_agent
+            from surface_support.approval_watch import watch_foreign_answers
+            from core.agent.builder import build_agent
             from toolsets import toolset
 
             try:

@@ -31,8 +31,8 @@ from core.events import (
 from hermes_mcp.views import RESULT_BUDGET, ChangedFile, Step, TaskView, clip, clip_tail, json_size, unified_diff
 
 if TYPE_CHECKING:
-    from core.agent import Session
-    from core.approvals import ApprovalRequest
+    from core.agent.loop import Session
+    from core.policy.approvals import ApprovalRequest
     from hermes_mcp.runtime import Runtime
 
 __all__ = ["MODES", "Task", "TaskError", "TaskManager"]
@@ -260,7 +260,7 @@ class TaskManager:
         """Start a turn now and return at once in a folder within ``allowed`` (see hermes_mcp.projects).
 
         Raises TaskError, ProjectRefused or runtime.NotReady."""
-        from core.host import LocalHost
+        from core.host.local import LocalHost
         from core.messages import UserMessage
         from hermes_mcp.projects import confine
 

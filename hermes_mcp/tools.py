@@ -320,8 +320,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         cwd: Annotated[str | None, Field(description="also this project's skills (.agents/skills)")] = None,
     ) -> Annotated[CallToolResult, SkillsList] | InputRequiredResult:
         """Skills the agent has: the project's, personal ones and bundled ones (in that precedence). View one with skill_view."""
-        from core import skills
-
+        from core.learning import skills
         extra = await project(ctx, cwd) if cwd else None
         if isinstance(extra, InputRequiredResult):
             return extra
@@ -345,8 +344,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         cwd: Annotated[str | None, Field(description="the project, for project skills")] = None,
     ) -> Annotated[CallToolResult, SkillText] | InputRequiredResult:
         """One skill: its instructions (SKILL.md without front matter) and a list of its other files."""
-        from core import skills
-
+        from core.learning import skills
         extra = await project(ctx, cwd) if cwd else None
         if isinstance(extra, InputRequiredResult):
             return extra
@@ -369,8 +367,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
 
     async def memory_read() -> Annotated[CallToolResult, MemoryView]:
         """What the agent remembers, shared by every surface: notes (MEMORY.md) and about the user (USER.md)."""
-        from core import memory
-
+        from core.learning import memory
         def read() -> list[tuple[str, Path, str]]:
             out = []
             for kind in memory.FILES:
@@ -393,8 +390,8 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         file: Annotated[Literal["memory", "user"], Field(description="memory: notes about work and projects; user: about the user")] = "memory",
     ) -> Annotated[CallToolResult, MemoryAdded]:
         """Add one entry to the agent's memory, which every surface reads (within its size budget)."""
-        from core import memory
-        from core.context import current_settings
+        from core.learning import memory
+        from core.learning.context import current_settings
 
         if runtime.redact(text) != text:
             raise ToolError("That entry looks like it holds a credential; memory never stores secrets.")

@@ -43,7 +43,7 @@ def test_import_contracts_can_fail(tmp_path):
 
 @pytest.mark.parametrize(
     "module",
-    ["core.agent", "core.models", "core.models.openai_compat", "core.models.anthropic_messages", "hermes_acp.server", "toolsets"],
+    ["core.agent.loop", "core.models", "core.models.openai_compat", "core.models.anthropic_messages", "hermes_acp.server", "toolsets"],
 )
 def test_heavy_sdks_load_lazily(module):
     code = (

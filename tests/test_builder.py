@@ -8,10 +8,10 @@ from pathlib import Path
 import acp
 import pytest
 
-from core.builder import SURFACES, build_agent
+from core.agent.builder import SURFACES, build_agent
 from core.config import load_config
 from core.models.resilient import ResilientModel
-from core.prompt import base_prompt
+from core.agent.prompt import base_prompt
 from core.store import SessionStore
 from tests.acp_harness import Client, agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer

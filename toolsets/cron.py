@@ -16,8 +16,8 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from core.cron import ScheduleError, fmt_time, local_zone, parse_schedule
-from core.tools import ToolContext, ToolError, ToolOutput, tool
+from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
+from core.tools.base import ToolContext, ToolError, ToolOutput, tool
 
 __all__ = ["cron"]
 

@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core import history
-from core.context import project_root
-from core.screening import redact_secrets
+from core.store import history
+from core.learning.context import project_root
+from core.learning.screening import redact_secrets
 from core.store import SessionStore
-from core.tools import ToolContext, ToolError, tool
+from core.tools.base import ToolContext, ToolError, tool
 
 __all__ = ["session_search"]
 

@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core import learning_gate
-from core.context import current_settings
-from core.memory import FILES, MemoryError, MemoryFlagged, change_memory
-from core.tools import ToolContext, ToolError, tool
+from core.learning import gate as learning_gate
+from core.learning.context import current_settings
+from core.learning.memory import FILES, MemoryError, MemoryFlagged, change_memory
+from core.tools.base import ToolContext, ToolError, tool
 
 __all__ = ["memory"]
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.events import PlanEntry, PlanUpdated
-from core.tools import ToolContext, ToolOutput, tool
+from core.tools.base import ToolContext, ToolOutput, tool
 
 __all__ = ["update_plan"]
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core import learning_gate, skills
-from core.tools import ToolContext, ToolError, tool
+from core.learning import gate as learning_gate, skills
+from core.tools.base import ToolContext, ToolError, tool
 
 __all__ = ["skill_manage", "skill_view"]
 

@@ -10,20 +10,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from core.config import Config, ConfigError, ModelRef, config_path
-from core.models.base import (
-    ErrorKind,
-    Model,
-    ModelError,
-    ModelEvent,
-    ModelRequest,
-    ResponseDone,
-    Retrying,
-    TextChunk,
-    ThinkingChunk,
-    ToolCallChunk,
-    ToolSpec,
-    Usage,
-)
+from core.models.base import ErrorKind, Model, ModelError, ModelEvent, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolCallChunk, ToolSpec
+from core.messages import Usage
 from core.models.resilient import ResilientModel
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Union
 
-from core.messages import AssistantMessage, Message
+from core.messages import AssistantMessage, Message, Usage
 
 __all__ = [
     "ErrorKind",
@@ -21,7 +21,6 @@ __all__ = [
     "ThinkingChunk",
     "ToolCallChunk",
     "ToolSpec",
-    "Usage",
 ]
 
 
@@ -47,23 +46,6 @@ class ModelRequest:
     ephemeral: str | None = None
     # "low" | "medium" | "high" for models that take a reasoning effort; None sends nothing.
     reasoning_effort: str | None = None
-
-
-@dataclass(slots=True)
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float | None = None
-
-    def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        if other.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,18 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
 from core.models._common import SdkModel, parse_arguments
-from core.models.base import (
-    ErrorKind,
-    ModelError,
-    ModelEvent,
-    ModelRequest,
-    ResponseDone,
-    TextChunk,
-    ThinkingChunk,
-    ToolCallChunk,
-    ToolSpec,
-    Usage,
-)
+from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest, ResponseDone, TextChunk, ThinkingChunk, ToolCallChunk, ToolSpec
+from core.messages import Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

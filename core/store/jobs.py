@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from core.cron import Schedule, due_slots, next_fire
+from core.store.schedule import Schedule, due_slots, next_fire
 from core.store.sessions import SessionStore, _exec
 
 __all__ = ["JobRecord", "JobStore", "RunRecord"]

@@ -454,7 +454,7 @@ class SessionStore:
 
     async def select(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Rows of one ``SELECT`` statement over the store's tables, for readers such as
-        :mod:`core.history`; any other statement raises ValueError (sqlite runs only one)."""
+        :mod:`core.store.history`; any other statement raises ValueError (sqlite runs only one)."""
         head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
         if head != "SELECT":  # WITH may lead into DELETE or UPDATE
             raise ValueError("select() runs only SELECT statements")

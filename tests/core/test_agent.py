@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from core.agent import Agent, repair_history
-from core.approvals import ApprovalBroker
+from core.agent.loop import Agent, repair_history
+from core.policy.approvals import ApprovalBroker
 from core.config import load_config
 from core.events import ToolFinished, ToolStarted, TurnEnded, UsageUpdated
-from core.host import LocalHost
+from core.host.local import LocalHost
 from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
 from core.models import build_model
 from core.store import SessionStore

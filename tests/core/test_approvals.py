@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from core.approvals import Action, ApprovalPolicy, command_program, hard_refused, is_secret_path
-from core.command_rules import assess
-from core.commands import ParseError, parse
+from core.policy.approvals import Action, ApprovalPolicy, command_program, hard_refused, is_secret_path
+from core.policy.command_rules import assess
+from core.policy.commands import ParseError, parse
 from core.paths import protected_entry
 
 ROOT = Path("/work/project")
@@ -479,7 +479,7 @@ def test_corpus(project, command, decision, sandbox):
 # --- what a command needs beyond the sandbox ------------------------------------------------
 
 def _wanting(command: str, root: Path, **wants) -> Action:
-    from core.sandbox import Grants
+    from core.host.sandbox import Grants
 
     return Action("run_command", "execute", False, (root,), command, Grants(**wants))
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core import checkpoints as checkpoints_module
-from core.checkpoints import Checkpoints, blob_id
+from core.host import checkpoints as checkpoints_module
+from core.host.checkpoints import Checkpoints, blob_id
 
 
 @pytest.fixture
@@ -128,13 +128,13 @@ async def test_the_users_repository_is_never_touched(project):
 
 
 def test_gitpython_is_imported_only_when_used():
-    code = "import sys, core.checkpoints, core.tools; print('git' in sys.modules)"
+    code = "import sys, core.host.checkpoints, core.tools.base; print('git' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"
 
 
 def test_the_system_prompt_says_which_branch_and_how_many_changes(project):
-    from core.prompt import git_summary, system_prompt
+    from core.agent.prompt import git_summary, system_prompt
 
     assert git_summary(project) is None and "Git:" not in system_prompt(project)
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(project)}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.command_args import expand_glob
-from core.command_code import parse_sed
-from core.command_rules import assess
-from core.commands import parse
+from core.policy.command_args import expand_glob
+from core.policy.command_code import parse_sed
+from core.policy.command_rules import assess
+from core.policy.commands import parse
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from core import memory
-from core.context import LearningSettings, NestedContext, load_project_context, load_soul, truncate_middle
-from core.screening import looks_secret, screen
+from core.learning import memory
+from core.learning.context import LearningSettings, NestedContext, load_project_context, load_soul, truncate_middle
+from core.learning.screening import looks_secret, screen
 
 
 def test_screening_neutralises_and_names_file_and_line():
@@ -147,7 +147,7 @@ def test_snapshot_carries_budgets_and_flags_full_files(hermes_home):
 
 
 @pytest.mark.parametrize(
-    "name", ["core.context", "core.memory", "core.skills", "core.history", "core.compression", "core.learning", "core.screening", "core.curator"]
+    "name", ["core.learning.context", "core.learning.memory", "core.learning.skills", "core.store.history", "core.learning.compression", "core.agent.session", "core.learning.screening", "core.learning.curator"]
 )
 def test_public_names_are_deliberate(name):
     import importlib
@@ -160,6 +160,6 @@ def test_watchfiles_and_heavy_sdks_are_not_imported_by_the_learning_modules():
     import subprocess
     import sys
 
-    code = "import sys, core.learning, core.compression, toolsets; print([m for m in ('watchfiles', 'openai', 'anthropic') if m in sys.modules])"
+    code = "import sys, core.agent.session, core.learning.compression, toolsets; print([m for m in ('watchfiles', 'openai', 'anthropic') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

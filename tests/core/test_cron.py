@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from core.cron import Schedule, ScheduleError, due_slots, next_fire, parse_schedule
+from core.store.schedule import Schedule, ScheduleError, due_slots, next_fire, parse_schedule
 from core.store import SessionStore
 from core.store.jobs import MAX_RUN_ATTEMPTS, JobStore
 

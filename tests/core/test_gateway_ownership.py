@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from core.cron import parse_schedule
+from core.store.schedule import parse_schedule
 from core.store import SessionStore, db
 from core.store.jobs import JobStore
 from core.store.migrations import MIGRATIONS, m005_cron_job_owner

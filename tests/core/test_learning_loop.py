@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from core.agent import Agent
-from core.approvals import ApprovalBroker
+from core.agent.loop import Agent
+from core.policy.approvals import ApprovalBroker
 from core.config import load_config
-from core.context import LearningSettings
+from core.learning.context import LearningSettings
 from core.events import Notice, TurnEnded
-from core.host import LocalHost
+from core.host.local import LocalHost
 from core.messages import UserMessage
 from core.models import build_model
 from core.store import SessionStore

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from core.approvals import ApprovalBroker, ApprovalPolicy, Decision
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.events import PermissionNeeded, ToolUpdated
-from core.host import LocalHost
-from core.mcp_client import McpConnections, McpServerSpec, mcp_tool_name, result_text
+from core.host.local import LocalHost
+from core.tools.mcp_client import McpConnections, McpServerSpec, mcp_tool_name, result_text
 from core.messages import ToolCallPart
-from core.tools import ToolContext, ToolRun, run_tool
+from core.tools.base import ToolContext, ToolRun, run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ("-m", "tests.fakes.mcp_server")
@@ -124,7 +124,7 @@ def http_server(tmp_path, request) -> Iterator[tuple[str, Path]]:
 
 def test_importing_the_client_does_not_load_the_sdk():
     code = (
-        "import sys, core.mcp_client\n"
+        "import sys, core.tools.mcp_client\n"
         "print(','.join(m for m in ('mcp', 'mcp_types', 'httpx2', 'anyio') if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -311,7 +311,7 @@ async def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path):
 
 
 async def test_server_stderr_is_logged_never_on_our_stdout(tmp_path, capfd, caplog):
-    caplog.set_level("INFO", logger="core.mcp_client")
+    caplog.set_level("INFO", logger="core.tools.mcp_client")
     connections = McpConnections(cwd=tmp_path)
     problems = await connections.start([_stdio("crashy", "--crash"), _stdio("good")])
     run = await Session(tmp_path, connections.tools()).run("mcp__good__echo", {"text": "x"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.pairing import ALPHABET, CODE_LENGTH, CODE_TTL, MAX_FAILURES, Pairing, PairingError, new_code
+from surface_support.pairing import ALPHABET, CODE_LENGTH, CODE_TTL, MAX_FAILURES, Pairing, PairingError, new_code
 from core.store import SessionStore
 from core.store.gateway import GatewayStore
 

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 from pydantic import SecretStr
 
-from core.agent import Agent
-from core.approvals import ApprovalBroker
+from core.agent.loop import Agent
+from core.policy.approvals import ApprovalBroker
 from core.config import ModelRef, ProviderConfig, load_config
-from core.context import LearningSettings
-from core.host import LocalHost
+from core.learning.context import LearningSettings
+from core.host.local import LocalHost
 from core.messages import UserMessage
 from core.models import build_model
 from core.models.anthropic_messages import AnthropicModel

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from core import sandbox
-from core.host import CommandResult, LocalHost
-from core.sandbox import Confinement, Grants, command_argv, new_protected_paths, protected_entries, seatbelt_profile
+from core.host import sandbox
+from core.host.local import CommandResult, LocalHost
+from core.host.sandbox import Confinement, Grants, command_argv, new_protected_paths, protected_entries, seatbelt_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAsandboxtestkey\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -400,7 +400,7 @@ class TestArgv:
     @pytest.mark.parametrize("env", [{"HERMES_SANDBOX": "off"}, {"HERMES_BWRAP": "/bin/false"}, {"HERMES_BWRAP": "/nonexistent/bwrap"}])
     def test_without_a_working_sandbox_a_command_is_plain_sh(self, tmp_path, env):
         code = (
-            "import sys; from pathlib import Path; from core import sandbox; p = Path(sys.argv[1]);"
+            "import sys; from pathlib import Path; from core.host import sandbox; p = Path(sys.argv[1]);"
             "print(sandbox.status().active, sandbox.command_argv('true', p, sandbox.Confinement((p,))))"
         )
         done = subprocess.run(
@@ -482,8 +482,8 @@ _STARTER = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from core.host import LocalHost
-    from core.sandbox import Confinement, Grants
+    from core.host.local import LocalHost
+    from core.host.sandbox import Confinement, Grants
 
     async def show(_):
         return None

@@ -6,7 +6,9 @@ import time
 
 import pytest
 
-from core import history, skills
+from core.store import history
+
+from core.learning import skills
 from core.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
 from core.store import SessionStore
 from core.store.sessions import fts_query

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from core import compression
-from core.agent import Agent
-from core.approvals import ApprovalBroker
-from core.compression import estimate_tokens, message_sizes
+from core.learning import compression
+from core.agent.loop import Agent
+from core.policy.approvals import ApprovalBroker
+from core.learning.compression import estimate_tokens, message_sizes
 from core.config import load_config
-from core.host import LocalHost
+from core.host.local import LocalHost
 from core.messages import AssistantMessage, ImagePart, TextPart, ToolCallPart, ToolResultMessage, UserMessage, dump_message
 from core.models import build_model
 from core.models.base import ToolSpec

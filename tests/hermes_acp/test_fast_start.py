@@ -195,7 +195,7 @@ def test_only_the_config_loads_before_the_first_answers():
 
     code = (
         "import sys, hermes_acp.__main__, hermes_acp.handshake, core.config, hermes_acp.options\n"
-        "heavy = [m for m in ('acp', 'mcp', 'openai', 'anthropic', 'aiosqlite', 'httpx', 'core.agent', 'core.store') if m in sys.modules]\n"
+        "heavy = [m for m in ('acp', 'mcp', 'openai', 'anthropic', 'aiosqlite', 'httpx', 'core.agent.loop', 'core.store') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     proc = sp.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

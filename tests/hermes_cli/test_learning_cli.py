@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from core import memory, skills
+from core.learning import memory, skills
 from core.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
 from core.store import SessionStore
 from hermes_cli.__main__ import main

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from core.cron import parse_schedule
+from core.store.schedule import parse_schedule
 from core.store import SessionStore
 from core.store.jobs import JobStore
 from tests.fakes.openai_server import ScriptedOpenAIServer

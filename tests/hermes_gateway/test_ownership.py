@@ -8,7 +8,7 @@ import asyncio
 import re
 import sqlite3
 
-from core.cron import parse_schedule
+from core.store.schedule import parse_schedule
 from core.store import SessionStore
 from core.store.jobs import JobStore
 from tests.fakes.openai_server import ScriptedOpenAIServer

@@ -150,7 +150,7 @@ def test_a_cron_run_belongs_to_whoever_made_the_job(hermes_home, project, telegr
 
 
 def _add_machine_job(project) -> str:
-    from core.cron import parse_schedule
+    from core.store.schedule import parse_schedule
     from core.store.jobs import JobStore
 
     async def body() -> str:

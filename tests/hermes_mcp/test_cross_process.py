@@ -9,8 +9,8 @@ from pathlib import Path
 import acp
 import pytest
 
-from core.approval_watch import settle_foreign_answers, watch_foreign_answers
-from core.approvals import ApprovalBroker, ApprovalRequest, Decision
+from surface_support.approval_watch import settle_foreign_answers, watch_foreign_answers
+from core.policy.approvals import ApprovalBroker, ApprovalRequest, Decision
 from core.store import SessionStore
 from tests.acp_harness import Client as EditorClient
 from tests.acp_harness import agent_env, running_agent

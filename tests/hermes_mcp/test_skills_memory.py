@@ -9,8 +9,8 @@ import pytest
 from mcp import MCPError
 from mcp_types import PromptListChangedNotification, ResourceListChangedNotification
 
-from core import memory as core_memory
-from core import skills as core_skills
+from core.learning import memory as core_memory
+from core.learning import skills as core_skills
 from tests.acp_harness import until
 from tests.hermes_mcp.harness import ERAS, connected, data, error_text, mcp_env
 
@@ -60,13 +60,13 @@ async def test_skill_and_memory_tools(hermes_home, tmp_path):
         memory = data(await client.call_tool("memory_read", {}))
         bundled = data(await client.call_tool("skill_view", {"name": "systematic-debugging"}))
         full = error_text(await client.call_tool("memory_add", {"text": "z" * 1500, "file": "user"}))
-    # core.skills: bundled skills too, and project > personal > bundled.
+    # core.learning.skills: bundled skills too, and project > personal > bundled.
     assert [s["name"] for s in personal["skills"] if s["origin"] != "bundled"] == ["deploy"]
     assert "systematic-debugging" in {s["name"] for s in personal["skills"] if s["origin"] == "bundled"}
     assert [(s["name"], s["origin"]) for s in both["skills"] if s["origin"] != "bundled"] == [("deploy", "personal"), ("lint", "project")]
     assert viewed["description"] == "Run the linters" and "# lint" in viewed["text"] and "extra: kept" not in viewed["text"]
     assert bundled["origin"] == "bundled" and "Reproduce" in bundled["text"]
-    # core.memory: the [learning] budget and the journal.
+    # core.learning.memory: the [learning] budget and the journal.
     assert "full" in full and "Consolidate" in full
     assert [(e.who, e.action, e.after) for e in core_memory.journal()] == [("mcp", "add", "Prefers pytest over unittest")]
     assert "skills_list" in missing

@@ -30,7 +30,7 @@ from pathlib import Path
 import acp
 import pytest
 
-from core.sandbox import status
+from core.host.sandbox import status
 from tests.acp_harness import Client, agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.approvals import ApprovalBroker, ApprovalPolicy, Decision
-from core.checkpoints import Checkpoints
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
+from core.host.checkpoints import Checkpoints
 from core.events import PermissionNeeded
-from core.host import LocalHost
+from core.host.local import LocalHost
 from core.messages import ToolCallPart
-from core.tools import FileLedger, ToolContext, ToolRun, run_tool
+from core.tools.base import FileLedger, ToolContext, ToolRun, run_tool
 from toolsets import toolset
 
 TOOLS = {t.name: t for t in toolset("editor")}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.approvals import Decision
-from core.tools import ToolError
+from core.policy.approvals import Decision
+from core.tools.base import ToolError
 from tests.toolsets.helpers import Session
 from toolsets.editor.edits import apply_edit
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from core.approvals import ApprovalBroker, ApprovalPolicy, Decision
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.events import PermissionNeeded
-from core.host import LocalHost
+from core.host.local import LocalHost
 from core.messages import ToolCallPart
-from core.tools import ToolContext, run_tool
+from core.tools.base import ToolContext, run_tool
 from toolsets import toolset
 
 TOOLS = {t.name: t for t in toolset("editor")}

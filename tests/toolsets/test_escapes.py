@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.approvals import Decision
+from core.policy.approvals import Decision
 from tests.toolsets.helpers import Session
 
 

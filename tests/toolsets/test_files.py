@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.approvals import Decision
-from core.host import LocalHost, decode_text, encode_text, write_atomic
+from core.policy.approvals import Decision
+from core.host.local import LocalHost, decode_text, encode_text, write_atomic
 from tests.toolsets.helpers import Session
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core import memory, skills
+from core.learning import memory, skills
 from core.messages import UserMessage
 from core.store import SessionStore
 from tests.toolsets.helpers import Session

@@ -6,8 +6,8 @@ import difflib
 import re
 from pathlib import Path
 
-from core.host import BinaryFileError, TextFile
-from core.tools import ToolContext, ToolError, changed_region
+from core.host.local import BinaryFileError, TextFile
+from core.tools.base import ToolContext, ToolError, changed_region
 
 __all__ = ["eol_of", "existing_text", "match_conventions", "read_text", "shown", "unified_diff", "with_eol"]
 

@@ -13,7 +13,7 @@ from itertools import accumulate
 
 from pydantic import BaseModel, Field, model_validator
 
-from core.tools import FileChange, ToolContext, ToolError, ToolOutput, tool
+from core.tools.base import FileChange, ToolContext, ToolError, ToolOutput, tool
 from toolsets.editor.common import eol_of, read_text, shown, unified_diff, with_eol
 
 __all__ = ["apply_edit", "edit_file"]

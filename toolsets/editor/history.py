@@ -6,10 +6,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.checkpoints import Checkpoints
-from core.host import BinaryFileError, decode_text
+from core.host.checkpoints import Checkpoints
+from core.host.local import BinaryFileError, decode_text
 from core.messages import FileDiff
-from core.tools import ToolContext, ToolError, ToolOutput, display_diff, tool
+from core.tools.base import ToolContext, ToolError, ToolOutput, display_diff, tool
 
 __all__ = ["undo"]
 

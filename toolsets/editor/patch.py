@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.host import TextFile
-from core.tools import FileChange, ToolContext, ToolError, ToolOutput, tool
+from core.host.local import TextFile
+from core.tools.base import FileChange, ToolContext, ToolError, ToolOutput, tool
 from toolsets.editor.common import eol_of, existing_text, shown
 
 __all__ = ["apply_patch", "patch_paths"]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.approvals import is_secret_path
-from core.host import BinaryFileError, decode_text
-from core.tools import ToolContext, ToolError, ToolOutput, tool
+from core.policy.approvals import is_secret_path
+from core.host.local import BinaryFileError, decode_text
+from core.tools.base import ToolContext, ToolError, ToolOutput, tool
 from toolsets.editor.common import shown
 from toolsets.editor.walk import ALWAYS_SKIP, Ignore, human_size, walk
 

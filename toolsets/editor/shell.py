@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.host import CommandResult
-from core.sandbox import Grants
-from core.tools import ToolContext, ToolError, ToolOutput, tool
+from core.host.local import CommandResult
+from core.host.sandbox import Grants
+from core.tools.base import ToolContext, ToolError, ToolOutput, tool
 
 __all__ = ["command_output", "run_command", "stop_command"]
 

@@ -2,7 +2,7 @@
 
 ``parse`` handles quotes and escapes, pipes, ``&&`` ``||`` ``;`` ``&``, subshells and groups,
 ``$(...)``, backticks and process substitution, redirections and here-documents, function
-definitions, ``if``/``for``/``case``. ``core.command_rules.assess`` unwraps what runs other
+definitions, ``if``/``for``/``case``. ``core.policy.command_rules.assess`` unwraps what runs other
 commands (``sudo``, ``env``, ``sh -c``, ``eval``, ``xargs``, ``find -exec`` ...) and grades each
 one: safe, normal, dangerous, or hard (never run, whatever the answer).
 """

@@ -1,7 +1,7 @@
 """Project and personal context: the AGENTS.md chain, compatible rule files, and SOUL.md.
 
 What enters the prompt from a file is capped (head and tail kept, with a marker saying how to
-read the rest) and screened for injection (:mod:`core.screening`). A session keeps a
+read the rest) and screened for injection (:mod:`core.learning.screening`). A session keeps a
 fingerprint of the files it read; when it changes, the prompt is rebuilt before the next turn
 (never within one, so the prompt prefix stays byte-identical for every step of a turn).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from core.config import home
 from core.learning_config import LearningSettings
-from core.screening import Finding, screen
+from core.learning.screening import Finding, screen
 
 __all__ = [
     "COMPAT_FILES",

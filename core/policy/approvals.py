@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from core.command_rules import Assessment, assess
+from core.policy.command_rules import Assessment, assess
 from core.messages import FileDiff
 from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason, within
-from core.sandbox import Grants, status as sandbox_status
+from core.host.sandbox import Grants, status as sandbox_status
 
 if TYPE_CHECKING:
     from core.store import SessionStore

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from core.config import home
 from core.locked_json import locked_json
-from core.screening import Finding, Flagged, looks_secret, review_learned, screen, screen_learned
+from core.learning.screening import Finding, Flagged, looks_secret, review_learned, screen, screen_learned
 
 __all__ = [
     "Skill",
@@ -58,10 +58,10 @@ class SkillError(ValueError):
 
 
 class SkillFlagged(SkillError):
-    """Screening flagged the skill: a person must approve it (see :mod:`core.learning_gate`)."""
+    """Screening flagged the skill: a person must approve it (see :mod:`core.learning.gate`)."""
 
     def __init__(self, flags: tuple[Flagged, ...]) -> None:
-        from core.learning_gate import describe
+        from core.learning.gate import describe
 
         self.flags = flags
         super().__init__(
@@ -85,8 +85,8 @@ class Skill:
 
 def bundled_skills_dir() -> Path:
     """Skills shipped with hermes-editor: ``skills/`` in a checkout, ``core/bundled_skills`` in a wheel."""
-    packaged = Path(__file__).parent / "bundled_skills"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "skills"
+    packaged = Path(__file__).parents[1] / "bundled_skills"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "skills"
 
 
 def personal_dir() -> Path:
@@ -213,7 +213,7 @@ def _screen(skill: Skill, text: str, source: Path, approved: frozenset[str] | No
     if skill.origin != "personal":
         return screen(text, str(source))
     if approved is None:
-        from core.learning_gate import approved as load
+        from core.learning.gate import approved as load
 
         approved = load()
     return screen_learned(text, str(source), approved)
@@ -224,7 +224,7 @@ def index_screened(skills: list[Skill]) -> tuple[str, list[Finding]]:
     screening neutralised in it."""
     if not skills:
         return "", []
-    from core.learning_gate import approved
+    from core.learning.gate import approved
 
     accepted = approved()
     lines = ["# Skills (before a task one of these covers, load it with skill_view)"]
@@ -307,7 +307,7 @@ def _validate(name: str, content: str, allow: frozenset[str] = frozenset(), trus
         raise SkillError("the skill has no body: write the steps after the front matter")
     if looks_secret(content):
         raise SkillError("the skill seems to hold a credential; skills never store secrets")
-    from core.learning_gate import approved
+    from core.learning.gate import approved
 
     findings, flags = review_learned(content, f"{name}/SKILL.md", approved())
     if findings:
@@ -319,7 +319,7 @@ def _validate(name: str, content: str, allow: frozenset[str] = frozenset(), trus
 
 def _remember(flags: tuple[Flagged, ...], who: str) -> None:
     if flags:
-        from core.learning_gate import remember
+        from core.learning.gate import remember
 
         remember(flags, who)
 

@@ -1,7 +1,7 @@
 """Learning writes go through the session's policy, and flagged ones through a person.
 
 A memory entry or a skill reaches every later session in every project, so what screening flags
-in it (:func:`core.screening.review_learned`: fetching and running code, sending data out,
+in it (:func:`core.learning.screening.review_learned`: fetching and running code, sending data out,
 loosening approvals) is written only after a question: refused in ``auto`` mode, where nobody is
 asked, and asked in ``ask`` and ``accept-edits``. Unflagged writes need no question, except that
 a policy refusing changes (read-only mode) refuses them too.
@@ -20,13 +20,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.approvals import Action, ApprovalPolicy, Ruling
+from core.policy.approvals import Action, ApprovalPolicy, Ruling
 from core.config import home
 from core.locked_json import locked_json
-from core.screening import Flagged
+from core.learning.screening import Flagged
 
 if TYPE_CHECKING:
-    from core.tools import ToolContext
+    from core.tools.base import ToolContext
 
 __all__ = ["approved", "confirm", "describe", "permit", "remember"]
 

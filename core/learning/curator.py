@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Literal
 
-from core import skills
-
+from core.learning import skills
 __all__ = ["Proposal", "apply", "proposals"]
 
 

@@ -9,8 +9,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.command_args import DANGEROUS, NORMAL, Effects, scan
-from core.command_tables import INLINE_CODE
+from core.policy.command_args import DANGEROUS, NORMAL, Effects, scan
+from core.policy.command_tables import INLINE_CODE
 
 # --- sed ---------------------------------------------------------------------------------
 

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.context import LearningSettings, NestedContext, fingerprint, load_project_context, load_soul, soul_path
-from core.memory import MEMORY_TOOL_NOTE, snapshot
-from core.screening import Finding
-from core.skills import bundled_skills_dir, discover, index_screened, personal_dir
+from core.learning.context import LearningSettings, NestedContext, fingerprint, load_project_context, load_soul, soul_path
+from core.learning.memory import MEMORY_TOOL_NOTE, snapshot
+from core.learning.screening import Finding
+from core.learning.skills import bundled_skills_dir, discover, index_screened, personal_dir
 
 __all__ = ["SessionContext", "TurnStats", "looks_like_correction"]
 

@@ -1,5 +1,5 @@
 """How each program is graded from its arguments: writers, git, network clients, databases,
-readers whose options write or run things. A mixin of ``core.command_rules``' judge, which
+readers whose options write or run things. A mixin of ``core.policy.command_rules``' judge, which
 supplies ``flag``, the path helpers and the walk into nested commands.
 """
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from core import command_args as args_
-from core import command_code as code_
-from core.command_args import DANGEROUS, HARD, NORMAL, SAFE
-from core.command_tables import (
+from core.policy import command_args as args_
+from core.policy import command_code as code_
+from core.policy.command_args import DANGEROUS, HARD, NORMAL, SAFE
+from core.policy.command_tables import (
     AWKS, INTERPRETERS, NETWORK_SCHEMES, PYTHON_MODULES_READ, READERS, RUNS_PROJECT_CODE, SUBCOMMAND_READS, SUBCOMMAND_RUNS_CODE,
     git_key_runs_code, network_use,
 )
-from core.commands import Script, SimpleCommand
+from core.policy.commands import Script, SimpleCommand
 
 _WRITERS = {"cp", "mv", "install", "rsync", "ln", "touch", "mkdir", "rm", "rmdir", "unlink", "truncate", "tee", "shred"}
 _MODE_WRITERS = {"chmod", "chown", "chgrp"}

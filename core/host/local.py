@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 from core.events import ToolContent
-from core.sandbox import Confinement, command_argv, command_environment
+from core.redaction import SECRET_ENV_VARS
+from core.host.sandbox import Confinement, command_argv, command_environment
 from core.state_home import make_user_dirs, user_file_mode, user_umask
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "Host",
     "LocalHost",
     "OutputCapture",
-    "SECRET_ENV_VARS",
     "TextFile",
     "binary_kind",
     "child_environment",
@@ -47,20 +47,6 @@ __all__ = [
     "write_atomic",
 ]
 
-# Our credentials: never in a child's environment (nor in the editor terminal's, see AcpHost).
-SECRET_ENV_VARS = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "OPENROUTER_API_KEY",
-    "GEMINI_API_KEY",
-    "GROQ_API_KEY",
-    "MISTRAL_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "XAI_API_KEY",
-    "TELEGRAM_BOT_TOKEN",
-    "HERMES_MCP_TOKEN",
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import asdict, dataclass, fields, is_dataclass
 
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage, dump_message
-from core.screening import redact_secrets
+from core.learning.screening import redact_secrets
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -188,8 +188,8 @@ def clean_summary(text: str) -> str:
 async def compress(agent, session, emit, *, specs: list, force: bool = False) -> bool:
     """Shrink what the next request carries when it would pass the configured share of the
     context window (or always, with ``force``). Prunes tool outputs first; summarises only when
-    that is not enough. True when requests got smaller. ``agent`` is a :class:`core.agent.Agent`."""
-    from core.agent import repair_history  # the loop module imports this one
+    that is not enough. True when requests got smaller. ``agent`` is a :class:`core.agent.loop.Agent`."""
+    from core.agent.loop import repair_history  # the loop module imports this one
     from core.events import Notice
 
     settings = agent.learning
@@ -223,7 +223,7 @@ async def summarise(agent, session, cut: int) -> tuple[str, str] | None:
     """Summarise ``session.history[:cut]`` (after any earlier summary) into a linked child
     session and make requests start from it: (summary, child session id); None when the model
     gave no summary. The stored history is untouched."""
-    from core.agent import repair_history  # the loop module imports this one
+    from core.agent.loop import repair_history  # the loop module imports this one
     from core.models.base import ModelRequest, ResponseDone
 
     state = session.compression or Compression()

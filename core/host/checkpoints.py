@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import home
-from core.host import write_atomic
+from core.host.local import write_atomic
 
 __all__ = ["KEEP_DAYS", "Checkpoint", "CheckpointFile", "Checkpoints", "PruneReport", "UndoReport", "blob_id"]
 

@@ -1,8 +1,8 @@
 """MCP servers a session brings (from the editor): connect, list their tools, run them as Tools.
 
-Each remote tool becomes an ordinary :class:`core.tools.Tool` named ``mcp__<server>__<tool>``,
+Each remote tool becomes an ordinary :class:`core.tools.base.Tool` named ``mcp__<server>__<tool>``,
 so it goes through the one dispatch path and the one approval policy like any other tool.
-The mcp SDK is imported inside functions only: ``import core.mcp_client`` stays cheap, and a
+The mcp SDK is imported inside functions only: ``import core.tools.mcp_client`` stays cheap, and a
 session without MCP servers never pays for the SDK.
 
 Each server lives in its own asyncio task that enters the SDK client and leaves it again:
@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 from pydantic import RootModel
 
 from core.events import ToolUpdated
-from core.host import SECRET_ENV_VARS
-from core.tools import Tool, ToolContext, ToolError, ToolOutput
+from core.redaction import SECRET_ENV_VARS
+from core.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
 __all__ = ["McpConnections", "McpServerSpec", "mcp_tool_name", "result_text"]
 

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from core.approvals import ApprovalBroker, Decision
+from core.policy.approvals import ApprovalBroker, Decision
 
 if TYPE_CHECKING:
     from core.store import ApprovalRecord, SessionStore

@@ -8,7 +8,7 @@ environment, and dies with its parent. macOS: a Seatbelt profile with the same p
 
 An approval widens exactly what was asked for (``Grants``): the network, a path to write, or,
 when the user said so, running outside the sandbox. Without a working sandbox the policy asks
-for every command that does more than read (see ``core.approvals``).
+for every command that does more than read (see ``core.policy.approvals``).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Literal
 
 from core.config import home
-from core.context import LearningSettings, truncate_middle
-from core.screening import Finding, Flagged, looks_secret, review_learned, screen_learned
+from core.learning.context import LearningSettings, truncate_middle
+from core.learning.screening import Finding, Flagged, looks_secret, review_learned, screen_learned
 
 __all__ = [
     "MEMORY_TOOL_NOTE",
@@ -58,10 +58,10 @@ class MemoryFull(MemoryError):
 
 
 class MemoryFlagged(MemoryError):
-    """Screening flagged the entry: a person must approve it (see :mod:`core.learning_gate`)."""
+    """Screening flagged the entry: a person must approve it (see :mod:`core.learning.gate`)."""
 
     def __init__(self, flags: tuple[Flagged, ...]) -> None:
-        from core.learning_gate import describe
+        from core.learning.gate import describe
 
         self.flags = flags
         super().__init__(
@@ -134,7 +134,7 @@ def _normalise(text: str) -> str:
 
 def _screened(body: str, kind: str, allow: frozenset[str], trusted: bool) -> tuple[Flagged, ...]:
     """The entry's flagged passages that are allowed to be written (raises for the rest)."""
-    from core.learning_gate import approved
+    from core.learning.gate import approved
 
     base, flags = review_learned(body, f"{FILES[kind]} entry", approved())
     if base:
@@ -235,7 +235,7 @@ def change_memory(
             )
         _write_fd(fd, rendered)
         if flags:
-            from core.learning_gate import remember
+            from core.learning.gate import remember
 
             remember(flags, who)
     journal_change(who, kind, action, before, after)
@@ -302,7 +302,7 @@ class MemorySnapshot:
 
 
 def snapshot(settings: LearningSettings | None = None) -> MemorySnapshot:
-    from core.learning_gate import approved
+    from core.learning.gate import approved
 
     settings = settings or LearningSettings()
     sections, findings, full = [], [], []

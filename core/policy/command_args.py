@@ -1,9 +1,9 @@
 """What a program's arguments make it do: the files ``curl``/``wget``/``httpie`` send, the
 options of ``tar`` and ``git`` that run programs or write, and shell globs as the shell would
-expand them (``core.command_code`` reads the programs carried in arguments: sed, awk, ``-c``).
+expand them (``core.policy.command_code`` reads the programs carried in arguments: sed, awk, ``-c``).
 
 Each inspector returns ``Effects`` (a level with its reason, the files written and read, the
-network); ``core.command_rules`` resolves the paths.
+network); ``core.policy.command_rules`` resolves the paths.
 They only ever raise a grade.
 """
 

@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from core import command_args as args_
-from core import command_code as code_
-from core.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects, unchecked
-from core.command_grades import Grades
-from core.command_tables import (
+from core.policy import command_args as args_
+from core.policy import command_code as code_
+from core.policy.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects, unchecked
+from core.policy.command_grades import Grades
+from core.policy.command_tables import (
     BWRAP_ARITY, DOWNLOADERS, ELSEWHERE, HARMLESS_GIT_VARIABLES, INLINE_CODE, INTERPRETERS, LOOKUP_VARIABLES,
     PYTHON_MODULES, PYTHON_MODULES_CODE, RUNNERS, SHELLS, WRAPPER_OPTIONS, WRAPPER_POSITIONALS, variable_runs_code,
 )
-from core.commands import ParseError, Script, SimpleCommand, parse
+from core.policy.commands import ParseError, Script, SimpleCommand, parse
 from core.paths import within
 
 __all__ = ["Assessment", "Level", "assess", "rule_key"]

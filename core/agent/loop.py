@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.compression import Compression, compress, request_view, summarise
-from core.context import LearningSettings
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
+from core.learning.compression import Compression, compress, request_view, summarise
+from core.learning.context import LearningSettings
 from core.events import (
     Event,
     Notice,
@@ -23,13 +23,14 @@ from core.events import (
     TurnEnded,
     UsageUpdated,
 )
-from core.host import Host
+from core.host.local import Host
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage
-from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec, Usage
-from core.learning import SessionContext, TurnStats
-from core.prompt import system_prompt
-from core.sandbox import status as sandbox_status
-from core.tools import Tool, ToolContext, run_tool, tool_locations, tool_title
+from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec
+from core.messages import Usage
+from core.agent.session import SessionContext, TurnStats
+from core.agent.prompt import system_prompt
+from core.host.sandbox import status as sandbox_status
+from core.tools.base import Tool, ToolContext, run_tool, tool_locations, tool_title
 
 __all__ = ["Agent", "Session"]
 
@@ -63,9 +64,9 @@ class Session:
     cancels: int = 0
     # Extra tools for this session only (e.g. from MCP servers the editor passed in).
     extra_tools: dict[str, Tool] = field(default_factory=dict)
-    # Prompt sections (SOUL, memory snapshot, skills, AGENTS.md) and nudge state; see core.learning.
+    # Prompt sections (SOUL, memory snapshot, skills, AGENTS.md) and nudge state; see core.agent.session.
     context: SessionContext | None = None
-    # How requests are built from a long history; see core.compression.
+    # How requests are built from a long history; see core.learning.compression.
     compression: Compression | None = None
 
 

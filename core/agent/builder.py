@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from core.agent import Agent
-from core.approvals import ApprovalBroker
+from core.agent.loop import Agent
+from core.policy.approvals import ApprovalBroker
 from core.config import Config
 from core.models.base import Model
-from core.tools import Tool
+from core.tools.base import Tool
 
 __all__ = ["SURFACES", "SurfaceName", "SurfaceSpec", "build_agent"]
 

@@ -2,7 +2,7 @@
 the project's code, which reach the network, and which variables and git settings make programs
 run other code.
 
-``core.command_rules`` consults these tables; keeping them here keeps the grader's logic short
+``core.policy.command_rules`` consults these tables; keeping them here keeps the grader's logic short
 and the tables easy to extend.
 """
 

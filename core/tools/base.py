@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
-from core.checkpoints import Checkpoints
+from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
+from core.host.checkpoints import Checkpoints
 from core.events import DiffContent, Event, Location, Notice, PermissionNeeded, ToolContent, ToolKind, ToolUpdated
-from core.host import BinaryFileError, Host, TextFile, encode_text
+from core.host.local import BinaryFileError, Host, TextFile, encode_text
 from core.messages import FileDiff, ToolCallPart, ToolResultMessage
 from core.models.base import ToolSpec
 from core.paths import within
 from core.redaction import scrub
-from core.sandbox import Confinement, Grants, new_protected_paths, protected_entries
+from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 
 __all__ = [
     "FileChange",
