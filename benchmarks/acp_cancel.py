@@ -23,7 +23,9 @@ from hermes_cli.scripted_model import ScriptedOpenAIServer
 class Raw:
     def __init__(self, env: dict) -> None:
         command = str(Path(sys.executable).parent / "hermes-acp")
-        self.proc = subprocess.Popen([command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        self.proc = subprocess.Popen(
+            [command], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True
+        )
 
     def send(self, message: dict) -> None:
         self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
@@ -83,8 +85,13 @@ def main() -> int:
         project = Path(tmp) / "project"
         project.mkdir()
         env = {
-            "PATH": os.environ["PATH"], "HOME": tmp, "HERMES_EDITOR_HOME": str(Path(tmp) / "home"), "HERMES_QUIET": "1",
-            "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-bench-000000", "HERMES_MODEL": "openai:scripted",
+            "PATH": os.environ["PATH"],
+            "HOME": tmp,
+            "HERMES_EDITOR_HOME": str(Path(tmp) / "home"),
+            "HERMES_QUIET": "1",
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-bench-000000",
+            "HERMES_MODEL": "openai:scripted",
         }
         for case in ("stream", "command"):
             values = [one_round(env, project, case) for _ in range(args.rounds)]

@@ -30,7 +30,9 @@ async def build_long_session(db: Path, cwd: Path, count: int) -> str:
             call = ToolCallPart(id=f"c{i}", name="edit_file", arguments={"path": path, "old_string": "a", "new_string": "b"})
             await store.append_message(record.id, AssistantMessage(parts=[TextPart(text=f"Editing step {i}."), call]))
             diff = FileDiff(path=path, old_text="a = 1\n" * 20, new_text="b = 1\n" * 20)
-            await store.append_message(record.id, ToolResultMessage(tool_call_id=f"c{i}", tool_name="edit_file", content="Edited.", diffs=[diff]))
+            await store.append_message(
+                record.id, ToolResultMessage(tool_call_id=f"c{i}", tool_name="edit_file", content="Edited.", diffs=[diff])
+            )
             await store.append_message(record.id, AssistantMessage(parts=[TextPart(text=f"Done with step {i}.")]))
         return record.id
     finally:
@@ -87,19 +89,29 @@ def main() -> int:
         cwd.mkdir()
         session_id = asyncio.run(build_long_session(home / "state.db", cwd, args.messages))
         env = {
-            "PATH": os.environ["PATH"], "HOME": tmp, "HERMES_EDITOR_HOME": str(home), "HERMES_QUIET": "1",
-            "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-bench-000000", "HERMES_MODEL": "openai:scripted",
+            "PATH": os.environ["PATH"],
+            "HOME": tmp,
+            "HERMES_EDITOR_HOME": str(home),
+            "HERMES_QUIET": "1",
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "sk-bench-000000",
+            "HERMES_MODEL": "openai:scripted",
         }
         rounds = [one_round(env, cwd, session_id, warm=True) for _ in range(args.rounds)]
         cold = [one_round(env, cwd, session_id, warm=False)[0] for _ in range(args.rounds)]
     times = [r[0] for r in rounds]
-    print(json.dumps({
-        "benchmark": "acp_replay",
-        "messages": args.messages,
-        "updates_sent": rounds[0][1],
-        "load_ms": {"median": round(statistics.median(times), 1), "max": round(max(times), 1)},
-        "spawn_to_loaded_ms": {"median": round(statistics.median(cold), 1), "max": round(max(cold), 1)},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "acp_replay",
+                "messages": args.messages,
+                "updates_sent": rounds[0][1],
+                "load_ms": {"median": round(statistics.median(times), 1), "max": round(max(times), 1)},
+                "spawn_to_loaded_ms": {"median": round(statistics.median(cold), 1), "max": round(max(cold), 1)},
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -22,14 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy  # noqa: E402
-from core.host.checkpoints import Checkpoints  # noqa: E402
-from core.host.local import LocalHost  # noqa: E402
-from core.messages import ToolCallPart  # noqa: E402
-from core.tools.base import FileLedger, ToolContext, display_diff, run_tool  # noqa: E402
-from toolsets import toolset  # noqa: E402
-from toolsets.editor.common import unified_diff  # noqa: E402
-from toolsets.editor.edits import apply_edit  # noqa: E402
+from core.host.checkpoints import Checkpoints
+from core.host.local import LocalHost
+from core.messages import ToolCallPart
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy
+from core.tools.base import FileLedger, ToolContext, display_diff, run_tool
+from toolsets import toolset
+from toolsets.editor.common import unified_diff
+from toolsets.editor.edits import apply_edit
 
 
 def make_source(megabytes: int) -> str:
@@ -65,7 +65,9 @@ async def one_round(root: Path, text: str, target_index: int) -> dict:
     )
     tools = {t.name: t for t in toolset("editor")}
     started = time.perf_counter()
-    run = await run_tool(tools, ToolCallPart(id="c", name="edit_file", arguments={"path": "big.py", "old_string": old, "new_string": new}), ctx)
+    run = await run_tool(
+        tools, ToolCallPart(id="c", name="edit_file", arguments={"path": "big.py", "old_string": old, "new_string": new}), ctx
+    )
     total = time.perf_counter() - started
     assert not run.failed, run.result.content
     assert path.read_text().count("# edited") == 1

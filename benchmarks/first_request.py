@@ -17,11 +17,11 @@ from pathlib import Path
 
 from benchmarks.reference import Reference, add_option, find, ratio, spawn
 from core.agent.loop import Agent
-from core.policy.approvals import ApprovalBroker
 from core.config import load_config
 from core.host.local import LocalHost
 from core.messages import UserMessage
 from core.models import build_model
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from hermes_cli.scripted_model import ScriptedOpenAIServer
 from toolsets import toolset

@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.host import sandbox  # noqa: E402
-from core.host.local import LocalHost  # noqa: E402
-from core.host.sandbox import Confinement, protected_entries  # noqa: E402
+from core.host import sandbox
+from core.host.local import LocalHost
+from core.host.sandbox import Confinement, protected_entries
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -34,8 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.store import history  # noqa: E402
-from core.store import SessionStore  # noqa: E402
+from core.store import (
+    SessionStore,
+    history,
+)
 
 _CJK = "数据库迁移失败检查日志配置服务器连接超时缓存内存文件权限测试通过部署版本回滚"
 
@@ -81,9 +83,7 @@ def build(path: Path, count: int, seed: int = 7) -> float:
             role = roles[seq % 4]
             content = json.dumps({"kind": "user", "parts": [{"kind": "text", "text": text}]})
             rows.append((sid, seq, role, content, text, now - s * 600 + seq))
-        conn.executemany(
-            "INSERT INTO messages (session_id, seq, role, content, text, created_at) VALUES (?, ?, ?, ?, ?, ?)", rows
-        )
+        conn.executemany("INSERT INTO messages (session_id, seq, role, content, text, created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)
         if s % 100 == 99:
             conn.commit()
     conn.commit()
@@ -95,8 +95,7 @@ def build(path: Path, count: int, seed: int = 7) -> float:
 
 # FTS5 ranking with our snippet and page size; the same statement on either index.
 _RAW_FTS = (
-    "SELECT rowid, snippet({t}, 0, '[', ']', '…', 12), bm25({t}) AS score FROM {t}"
-    " WHERE {t} MATCH ? ORDER BY score, rowid DESC LIMIT ?"
+    "SELECT rowid, snippet({t}, 0, '[', ']', '…', 12), bm25({t}) AS score FROM {t} WHERE {t} MATCH ? ORDER BY score, rowid DESC LIMIT ?"
 )
 _RAW_JOIN = (
     "SELECT m.id, snippet(messages_fts, 0, '[', ']', '…', 12), bm25(messages_fts) AS score"
@@ -232,9 +231,23 @@ def main() -> int:
         queries = asyncio.run(measure(path, args.rounds))
         size_mb = round(path.stat().st_size / 1e6, 1)
     ratios = [q["ratio_p95"] for q in queries.values() if q["ratio_p95"] is not None]
-    print(json.dumps({"benchmark": "search_1m", "messages": count, "build_s": build_s, "db_mb": size_mb,
-                      "rounds": args.rounds, "sqlite": sqlite3.sqlite_version, "page": PAGE,
-                      "worst_ratio_p95": max(ratios, default=None), "queries": queries}, indent=2, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "benchmark": "search_1m",
+                "messages": count,
+                "build_s": build_s,
+                "db_mb": size_mb,
+                "rounds": args.rounds,
+                "sqlite": sqlite3.sqlite_version,
+                "page": PAGE,
+                "worst_ratio_p95": max(ratios, default=None),
+                "queries": queries,
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 

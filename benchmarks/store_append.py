@@ -19,7 +19,9 @@ from core.store import SessionStore
 
 MESSAGES = [
     UserMessage.of("Please refactor the parser so that it handles nested brackets and report the result."),
-    AssistantMessage(parts=[TextPart(text="Reading the parser first."), ToolCallPart(id="c", name="read_file", arguments={"path": "src/parser.py"})]),
+    AssistantMessage(
+        parts=[TextPart(text="Reading the parser first."), ToolCallPart(id="c", name="read_file", arguments={"path": "src/parser.py"})]
+    ),
     ToolResultMessage(tool_call_id="c", tool_name="read_file", content="     1\tdef parse(text):\n" * 40),
     AssistantMessage(parts=[TextPart(text="The parser now handles nested brackets; tests pass.")]),
 ]

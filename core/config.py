@@ -296,8 +296,7 @@ def parse_model_ref(spec: str, providers: dict[str, ProviderConfig]) -> ModelRef
             key="model",
         )
     raise ConfigError(
-        f"model '{spec}' does not say which provider to use; write it as 'provider:model' "
-        f"with one of: {', '.join(sorted(providers))}.",
+        f"model '{spec}' does not say which provider to use; write it as 'provider:model' with one of: {', '.join(sorted(providers))}.",
         path=config_path(),
         key="model",
     )

@@ -7,7 +7,7 @@ nothing built for a request is ever written back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -67,7 +67,7 @@ class FileDiff(BaseModel):
 
 class UserMessage(BaseModel):
     kind: Literal["user"] = "user"
-    parts: list[Annotated[Union[TextPart, ImagePart], Field(discriminator="kind")]]
+    parts: list[Annotated[TextPart | ImagePart, Field(discriminator="kind")]]
 
     @classmethod
     def of(cls, text: str) -> UserMessage:
@@ -80,9 +80,7 @@ class UserMessage(BaseModel):
 
 class AssistantMessage(BaseModel):
     kind: Literal["assistant"] = "assistant"
-    parts: list[Annotated[Union[TextPart, ThinkingPart, ToolCallPart], Field(discriminator="kind")]] = Field(
-        default_factory=list
-    )
+    parts: list[Annotated[TextPart | ThinkingPart | ToolCallPart, Field(discriminator="kind")]] = Field(default_factory=list)
     model: str | None = None
     # True when the stream was cut (cancel, failure); such a message has no tool calls.
     interrupted: bool = False
@@ -113,9 +111,7 @@ class SummaryMessage(BaseModel):
     model: str | None = None
 
 
-Message = Annotated[
-    Union[UserMessage, AssistantMessage, ToolResultMessage, SummaryMessage], Field(discriminator="kind")
-]
+Message = Annotated[UserMessage | AssistantMessage | ToolResultMessage | SummaryMessage, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 
 

@@ -18,9 +18,31 @@ _PROTECTED_PAIRS = ((".github", "workflows"),)
 
 # Files that commonly hold credentials: always ask, whatever the mode or rules.
 _SECRET_PATTERNS = (
-    ".env", ".env.*", ".envrc", "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ed25519*", "id_ecdsa*", "*.p12",
-    "*.pfx", "*.keystore", "*.jks", ".netrc", ".npmrc", ".pypirc", ".pgpass", ".my.cnf", ".htpasswd",
-    ".git-credentials", "credentials*", "*secret*", ".vault-token", ".boto", ".s3cfg",
+    ".env",
+    ".env.*",
+    ".envrc",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ed25519*",
+    "id_ecdsa*",
+    "*.p12",
+    "*.pfx",
+    "*.keystore",
+    "*.jks",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".my.cnf",
+    ".htpasswd",
+    ".git-credentials",
+    "credentials*",
+    "*secret*",
+    ".vault-token",
+    ".boto",
+    ".s3cfg",
 )
 _NOT_SECRETS = {".env.example", ".env.sample", ".env.template", ".env.dist"}
 # Directories that hold credentials or the repository itself (hooks run code; config can hold tokens).

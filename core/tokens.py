@@ -101,7 +101,9 @@ def ensure_mcp_token(env: dict[str, str] | None = None) -> McpToken:
     value = _from_env(env)
     if value is not None:
         if len(value) < MIN_TOKEN_CHARS:
-            raise TokenError(f"{TOKEN_ENV} is too short; use at least {MIN_TOKEN_CHARS} random characters, or unset it to use {token_path()}.")
+            raise TokenError(
+                f"{TOKEN_ENV} is too short; use at least {MIN_TOKEN_CHARS} random characters, or unset it to use {token_path()}."
+            )
         return McpToken(value, "env")
     path = token_path()
     found = _read_file(path)
@@ -112,7 +114,9 @@ def ensure_mcp_token(env: dict[str, str] | None = None) -> McpToken:
         # mkstemp makes the file 0600 before anything is written to it.
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mcp-token-")
     except OSError as exc:
-        raise TokenError(f"cannot write the token file in {path.parent} ({exc.strerror}); fix its permissions or set {TOKEN_ENV}.") from None
+        raise TokenError(
+            f"cannot write the token file in {path.parent} ({exc.strerror}); fix its permissions or set {TOKEN_ENV}."
+        ) from None
     created = False
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

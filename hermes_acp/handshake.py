@@ -222,7 +222,6 @@ class EarlyAnswers:
         return line + b"\n"
 
 
-
 def _session_params_ok(params: dict[str, Any]) -> bool:
     """True for a ``session/new`` the server will accept (the checks of its ``_check_cwd``)."""
     cwd = params.get("cwd")

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from core.events import TerminalContent
-from core.host.sandbox import Confinement
 from core.host.local import (
     SECRET_ENV_VARS,
     BackgroundCommand,
@@ -27,6 +26,7 @@ from core.host.local import (
     next_job_id,
     read_text_file,
 )
+from core.host.sandbox import Confinement
 
 __all__ = ["AcpHost"]
 
@@ -135,7 +135,7 @@ class AcpHost:
             await show([TerminalContent(terminal_id)])
             try:
                 exit_status = await asyncio.wait_for(conn.wait_for_terminal_exit(session_id=sid, terminal_id=terminal_id), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 timed_out = True
                 await conn.kill_terminal(session_id=sid, terminal_id=terminal_id)
                 exit_status = None

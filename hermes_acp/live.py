@@ -41,7 +41,7 @@ def mcp_spec(server):
 
 
 def iso(timestamp: float) -> str:
-    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 def cost_text(session) -> str:

@@ -133,10 +133,7 @@ def _plan(arguments: dict):
         return None
     try:
         return acp.update_plan(
-            [
-                acp.plan_entry(str(e["content"]), priority=e.get("priority", "medium"), status=e.get("status", "pending"))
-                for e in entries
-            ]
+            [acp.plan_entry(str(e["content"]), priority=e.get("priority", "medium"), status=e.get("status", "pending")) for e in entries]
         )
     except (KeyError, TypeError, ValueError):
         return None

@@ -194,9 +194,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         if len(records) > LIST_PAGE:
             next_cursor = base64.urlsafe_b64encode(repr(page[-1].updated_at).encode()).decode()
         return ListSessionsResponse(
-            sessions=[
-                SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title, updated_at=iso(r.updated_at)) for r in page
-            ],
+            sessions=[SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title, updated_at=iso(r.updated_at)) for r in page],
             next_cursor=next_cursor,
         )
 
@@ -288,7 +286,7 @@ class HermesAgent(SessionPlumbing, TurnSupport):
         self._sessions.clear()
         if self._closing:
             await asyncio.wait(list(self._closing), timeout=10)
-        for model in {id(m): m for m in [*self._models.values(), *( [self._agent.model] if self._agent else [])]}.values():
+        for model in {id(m): m for m in [*self._models.values(), *([self._agent.model] if self._agent else [])]}.values():
             try:
                 await model.aclose()
             except Exception:

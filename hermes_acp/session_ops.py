@@ -171,7 +171,9 @@ class SessionPlumbing:
         if announce_mode:
             await send_update(self._conn, sid, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
         if announce_options:
-            await send_update(self._conn, sid, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live)))
+            await send_update(
+                self._conn, sid, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live))
+            )
 
     async def _set_model(self, live: LiveSession, label: str, *, announce: bool = True) -> None:
         from acp import RequestError
@@ -188,7 +190,9 @@ class SessionPlumbing:
         await self._apply_choices(live)
         await self._save_choices(live)
         if announce:
-            await send_update(self._conn, live.session.id, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live)))
+            await send_update(
+                self._conn, live.session.id, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live))
+            )
 
     async def _wait_idle(self, live: LiveSession) -> None:
         turn = live.session.turn
@@ -226,7 +230,9 @@ class SessionPlumbing:
         for server in servers:
             spec = mcp_spec(server)
             if spec is None:
-                problems.append(f"MCP server '{getattr(server, 'name', '?')}' uses a transport this agent does not support; the session goes on without it.")
+                problems.append(
+                    f"MCP server '{getattr(server, 'name', '?')}' uses a transport this agent does not support; the session goes on without it."
+                )
             else:
                 specs.append(spec)
         connections = McpConnections(cwd=live.session.cwd)
@@ -254,6 +260,7 @@ class SessionPlumbing:
             return SessionInfoUpdate(session_update="session_info_update", title=event.title, updated_at=iso(time.time()))
         if isinstance(event, UsageUpdated):
             cost = Cost(amount=event.total.cost_usd, currency="USD") if event.total.cost_usd is not None else None
-            return UsageUpdate(session_update="usage_update", used=event.context_tokens, size=event.context_window or event.context_tokens, cost=cost)
+            return UsageUpdate(
+                session_update="usage_update", used=event.context_tokens, size=event.context_window or event.context_tokens, cost=cost
+            )
         return update_for(event)
-

@@ -59,9 +59,7 @@ class StdioTransport:
         if self._rest:
             self._reader.feed_data(self._rest)
         try:
-            await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0)
-            )
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0))
         except ValueError:  # stdin is a regular file, not a pipe: read it in a thread
             threading.Thread(target=self._feed_from_file, args=(loop,), daemon=True).start()
         try:

@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from core.policy.approvals import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
+from core.policy.approvals import ApprovalRequest, Decision
 from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
 from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text
@@ -107,6 +107,7 @@ class TurnSupport:
     async def _ask(self, session_id: str, request: ApprovalRequest) -> None:
         """Ask the editor; the answer goes to the broker (the first answer from anywhere wins)."""
         from acp.schema import PermissionOption, ToolCallUpdate
+
         from core.events import DiffContent, TextContent
 
         content = [DiffContent(d.path, d.old_text, d.new_text) for d in request.diffs]
@@ -199,4 +200,3 @@ class TurnSupport:
                 except (OSError, UnicodeError):
                     pass
         return f"[{block.name}]({uri})"
-

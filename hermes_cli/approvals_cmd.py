@@ -36,8 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     approvals = commands.add_parser(
         "approvals",
         help="list the agent's questions waiting for you, and allow or deny them",
-        description="Questions from every surface (editors, hermes-mcp, the gateway). The first answer from "
-        "anywhere counts.",
+        description="Questions from every surface (editors, hermes-mcp, the gateway). The first answer from anywhere counts.",
     )
     actions = approvals.add_subparsers(dest="action", metavar="ACTION")
     actions.add_parser("list", help="the questions waiting for an answer (the default)")
@@ -125,7 +124,9 @@ async def _answer(store: Any, ref: str, allow: bool, always: bool) -> int:
             "waiting for it. Nothing changed; ask the agent again."
         )
     if always and not row.offers_always:
-        raise _Refused(f"Approval {row.id} asks every time (it cannot be answered 'always'); run: hermes-editor approvals {verb} {row.id}", 2)
+        raise _Refused(
+            f"Approval {row.id} asks every time (it cannot be answered 'always'); run: hermes-editor approvals {verb} {row.id}", 2
+        )
     won = await store.resolve_approval(row.id, "allowed" if allow else "denied", ANSWERED_BY, always=always)
     if not won:
         latest = await store.get_approval(row.id)

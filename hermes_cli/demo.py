@@ -126,9 +126,7 @@ def _plan(console: Console, workdir: Path, *, scripted: bool) -> _Plan:
             "HERMES_MODEL": "openai:scripted",
         }
     )
-    console.line(
-        f"{reason}: using the bundled scripted model on 127.0.0.1:{server.port} (no network, no API key)."
-    )
+    console.line(f"{reason}: using the bundled scripted model on 127.0.0.1:{server.port} (no network, no API key).")
     if reason.startswith("No model"):
         console.line(console.style("Configure a real model with 'hermes-editor setup' and run the demo again.", "dim"))
     return _Plan(home=demo_home, env=env, server=server)
@@ -153,9 +151,7 @@ async def _session(
                 about = f"{info.name} {info.version}, " if info else ""
                 session = await asyncio.wait_for(conn.new_session(cwd=str(project), mcp_servers=[]), _STARTUP_TIMEOUT)
                 sid = session.session_id
-                console.line(
-                    f"Started {Path(command).name} ({about}pid {process.pid}) over ACP v{init.protocol_version}; session {sid}"
-                )
+                console.line(f"Started {Path(command).name} ({about}pid {process.pid}) over ACP v{init.protocol_version}; session {sid}")
                 console.line()
                 console.line(f"{console.style('You:', 'bold')} {PROMPT}")
                 turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block(PROMPT)]))
@@ -211,6 +207,6 @@ async def _find_again(console: Console, state_home: Path, session_id: str) -> bo
         return False
     hit = ours[0]
     console.line(f"Found again by searching {SEARCH_WORD!r} ({len(hits)} hit{'s' if len(hits) != 1 else ''} in the store):")
-    console.line(f"  session {hit.session_id}  \"{hit.session_title or '(untitled)'}\"")
+    console.line(f'  session {hit.session_id}  "{hit.session_title or "(untitled)"}"')
     console.line(f"  {hit.role}: {' '.join(hit.snippet.split())}")
     return True

@@ -142,7 +142,9 @@ class DemoClient:
 
         out = self.console
         self._speaking = False
-        out.line(f"  {out.style('?', 'yellow')} {out.style('Permission needed:', 'yellow')} {self.relative(tool_call.title or 'a tool call')}")
+        out.line(
+            f"  {out.style('?', 'yellow')} {out.style('Permission needed:', 'yellow')} {self.relative(tool_call.title or 'a tool call')}"
+        )
         for item in tool_call.content or []:
             if getattr(item, "type", None) == "diff":
                 self._show_diff(item.path, item.old_text, item.new_text)

@@ -11,10 +11,7 @@ from pathlib import Path
 
 __all__ = ["PROMPT", "SEARCH_WORD", "demo_script", "write_project"]
 
-PROMPT = (
-    "The tests of this little calculator (test_calc.py) fail. "
-    "Find the bug in calc.py, fix it, and run the tests to show they pass."
-)
+PROMPT = "The tests of this little calculator (test_calc.py) fail. Find the bug in calc.py, fix it, and run the tests to show they pass."
 # A word from the conversation, used to find the session again with a full-text search.
 SEARCH_WORD = "calculator"
 
@@ -29,7 +26,7 @@ def multiply(a, b):
     return a * b
 '''
 
-TEST_CALC = '''import unittest
+TEST_CALC = """import unittest
 
 from calc import add, multiply
 
@@ -47,7 +44,7 @@ class CalculatorTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
-'''
+"""
 
 _READ, _EDIT, _TEST = "call_read_calc", "call_fix_add", "call_run_tests"
 _BUGGY, _FIXED = "    return a - b\n", "    return a + b\n"
@@ -85,8 +82,7 @@ def demo_script(python: str = "python"):
             if _BUGGY.strip() not in result:
                 return say("calc.py doesn't contain the bug I expected, so I'll leave it as it is.")
             return say(
-                "Found it: `add` subtracts instead of adding (`return a - b`). "
-                "That breaks both addition tests. I'll fix that one line.",
+                "Found it: `add` subtracts instead of adding (`return a - b`). That breaks both addition tests. I'll fix that one line.",
                 {
                     "id": _EDIT,
                     "name": "edit_file",

@@ -217,7 +217,9 @@ async def check_model_reachable(config: Config, timeout: float) -> Check:
     except ConfigError as exc:
         return Check(False, f"Model {label} cannot be built: {exc}", SETUP_HINT)
     except Exception as exc:  # an adapter bug or an SDK surprise: report it, don't crash the doctor
-        return Check(False, f"Model {label} failed: {type(exc).__name__}: {exc}", "Run with a fresh 'hermes-editor setup', or report the error.")
+        return Check(
+            False, f"Model {label} failed: {type(exc).__name__}: {exc}", "Run with a fresh 'hermes-editor setup', or report the error."
+        )
     finally:
         if model is not None:
             try:
@@ -293,7 +295,9 @@ def check_sandbox() -> Check:
         if sys.platform.startswith("linux")
         else "Commands will ask before they run."
     )
-    return Check(False, f"No sandbox: {found.detail}. In accept-edits and auto, every command that does more than read asks", fix, required=False)
+    return Check(
+        False, f"No sandbox: {found.detail}. In accept-edits and auto, every command that does more than read asks", fix, required=False
+    )
 
 
 def check_mcp_token() -> Check:

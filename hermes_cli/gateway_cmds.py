@@ -104,9 +104,9 @@ def _lock_held(path: Path) -> bool:
 
 async def _pairing(action: str, value: str | None) -> int:
     from core.config import load_config
-    from surface_support.pairing import Pairing, PairingError
     from core.store import SessionStore
     from core.store.gateway import GatewayStore
+    from surface_support.pairing import Pairing, PairingError
 
     async with SessionStore.open() as store:
         gateway = GatewayStore(store)
@@ -139,15 +139,17 @@ async def _pairing(action: str, value: str | None) -> int:
         if not value.isdigit():
             print("revoke takes the numeric user id (see 'pairing users').")
             return 2
-        print("Revoked." if await gateway.revoke_user(int(value)) else "That user was not paired (configured ids are changed in config.toml).")
+        print(
+            "Revoked." if await gateway.revoke_user(int(value)) else "That user was not paired (configured ids are changed in config.toml)."
+        )
         return 0
 
 
 async def _cron(args: argparse.Namespace) -> int:
     from core.config import load_config
-    from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
     from core.store import SessionStore
     from core.store.jobs import JobStore
+    from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
 
     config = load_config()
     action = args.cron_action
@@ -166,16 +168,23 @@ async def _cron(args: argparse.Namespace) -> int:
                 return 2
             chat = args.chat if args.chat is not None else config.gateway.owner
             job = await jobs.add_job(
-                name=args.name or args.prompt[:40], schedule=schedule, timezone=tz, prompt=args.prompt,
-                project=str(project), mode=args.mode, chat_id=chat,
+                name=args.name or args.prompt[:40],
+                schedule=schedule,
+                timezone=tz,
+                prompt=args.prompt,
+                project=str(project),
+                mode=args.mode,
+                chat_id=chat,
             )
             where = f"chat {chat}" if chat is not None else "no chat (set --chat or [gateway] owner)"
             print(f"Added job {job.id}: {schedule.describe()}, next run {fmt_time(job.next_run_at, tz)}; results go to {where}.")
             return 0
         if action == "list":
             found = await jobs.list_jobs()
-            print(f"Catch-up policy: after downtime, one run per job if its latest missed slot is under "
-                  f"{int(config.cron.catch_up_grace)}s old; older ones are reported as missed, never run in a burst.")
+            print(
+                f"Catch-up policy: after downtime, one run per job if its latest missed slot is under "
+                f"{int(config.cron.catch_up_grace)}s old; older ones are reported as missed, never run in a burst."
+            )
             if not found:
                 print("No jobs.")
             for job in found:
@@ -189,8 +198,10 @@ async def _cron(args: argparse.Namespace) -> int:
                 print("No runs yet.")
             for r in found_runs:
                 extra = f" ({r.error})" if r.error else ""
-                print(f"{r.id}  job {r.job_id}  slot {_when(r.scheduled_at)}  {r.status}{' catch-up' if r.catch_up and r.status != 'missed' else ''}"
-                      f"  delivery {r.delivery_status} x{r.delivery_attempts}{extra}")
+                print(
+                    f"{r.id}  job {r.job_id}  slot {_when(r.scheduled_at)}  {r.status}{' catch-up' if r.catch_up and r.status != 'missed' else ''}"
+                    f"  delivery {r.delivery_status} x{r.delivery_attempts}{extra}"
+                )
             return 0
         job_id = args.job_id
         if await jobs.get_job(job_id) is None:

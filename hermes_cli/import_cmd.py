@@ -82,7 +82,9 @@ def _import_memory(path: Path, kind: str, taken: list[str], skipped: list[str], 
     text = path.read_text(encoding="utf-8", errors="replace")
     # Hermes Agent separates entries with "§" lines; OpenClaw writes Markdown lists.
     chunks = [c.strip() for c in re.split(r"^\s*§\s*$", text, flags=re.MULTILINE)] if "§" in text else memory.parse_entries(text)
-    existing = set(memory.parse_entries(memory.memory_path(kind).read_text(encoding="utf-8"))) if memory.memory_path(kind).is_file() else set()
+    existing = (
+        set(memory.parse_entries(memory.memory_path(kind).read_text(encoding="utf-8"))) if memory.memory_path(kind).is_file() else set()
+    )
     for chunk in (c for c in chunks if c and not c.startswith("#")):
         label = f"{path.name}: {chunk[:50]!r}"
         if chunk in existing:
@@ -112,7 +114,7 @@ def _import_skill(skill_md: Path, taken: list[str], skipped: list[str], dry_run:
         text = re.sub(r"^name:.*$", f"name: {name}", text, count=1, flags=re.MULTILINE) if meta else text
     target = skills.personal_dir() / name
     try:
-        skills._validate(name, text)  # noqa: SLF001 - the same rules as skill_manage
+        skills._validate(name, text)
     except skills.SkillError as exc:
         skipped.append(f"skill {skill_md.parent.name}: {exc}")
         return

@@ -19,8 +19,8 @@ def _configured() -> None:
 
 def redact(text: str) -> str:
     """``text`` without the configured secret values and without credential-shaped strings."""
-    from core.redaction import scrub
     from core.learning.screening import redact_secrets
+    from core.redaction import scrub
 
     _configured()
     return redact_secrets(scrub(text))

@@ -219,7 +219,7 @@ class ScriptedServer:
             if callable(self.script):
                 try:
                     return self.script(body)
-                except Exception as exc:  # noqa: BLE001 -- a broken script should answer, not hang the client
+                except Exception as exc:
                     return {"error": 500, "message": f"scripted server: script raised {exc!r}"}
             if self._next >= len(self.script):
                 # Not retryable on purpose, so an under-scripted test fails fast and says why.
@@ -233,7 +233,9 @@ class ScriptedServer:
         with self._changed:
             found = self._changed.wait_for(predicate, timeout)
         if not found:
-            raise TimeoutError(f"scripted server: timed out waiting for {what} ({len(self.requests)} requests, {self.frames_sent} frames sent)")
+            raise TimeoutError(
+                f"scripted server: timed out waiting for {what} ({len(self.requests)} requests, {self.frames_sent} frames sent)"
+            )
         return found
 
     @property
@@ -369,9 +371,7 @@ class ScriptedOpenAIServer(ScriptedServer):
             status, kind, message = 503, "overloaded_error", "The engine is currently overloaded, please try again later."
         else:
             status = int(error)
-            kind, message = _OPENAI_ERRORS.get(
-                status, ("server_error" if status >= 500 else "invalid_request_error", f"Error {status}.")
-            )
+            kind, message = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", f"Error {status}."))
         if "retry_after" in spec:
             headers["retry-after"] = str(spec["retry_after"])
         payload = {"error": {"message": spec.get("message", message), "type": kind, "param": None, "code": spec.get("code")}}

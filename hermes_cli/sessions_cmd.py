@@ -82,6 +82,7 @@ async def _find(store, prefix: str):
 
 async def _search(store, args: argparse.Namespace) -> int:
     from core.store import history
+
     try:
         hits = await history.search(
             store,
@@ -123,8 +124,14 @@ def _markdown(record, messages) -> str:
         UserMessage,
     )
 
-    out = [f"# {record.title or 'Untitled session'}", "", f"- id: `{record.id}`", f"- project: `{record.cwd}`",
-           f"- started: {time.strftime('%Y-%m-%d %H:%M', time.localtime(record.created_at))}", ""]
+    out = [
+        f"# {record.title or 'Untitled session'}",
+        "",
+        f"- id: `{record.id}`",
+        f"- project: `{record.cwd}`",
+        f"- started: {time.strftime('%Y-%m-%d %H:%M', time.localtime(record.created_at))}",
+        "",
+    ]
     for stored in messages:
         message = stored.message
         if isinstance(message, UserMessage):

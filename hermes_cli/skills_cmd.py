@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from core.learning import skills
+
     action = args.action or "list"
     if action == "list":
         usage = skills.usage()
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return approve_flagged([(found.path.read_text(encoding="utf-8"), str(found.path))], args.yes)
     from core.learning import curator
+
     proposals = curator.proposals(unused_days=args.days)
     if not proposals:
         print("Nothing to prune.")

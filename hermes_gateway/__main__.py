@@ -19,7 +19,9 @@ log = logging.getLogger("hermes_gateway")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hermes-gateway", description="Messaging gateway (Telegram) and cron scheduler for hermes-editor.")
+    parser = argparse.ArgumentParser(
+        prog="hermes-gateway", description="Messaging gateway (Telegram) and cron scheduler for hermes-editor."
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("run", help="run in the foreground until SIGTERM/SIGINT (what the service units start)")
     return parser

@@ -26,11 +26,11 @@ from hermes_gateway.telegram_io import Target
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
-    from surface_support.pairing import Pairing
     from core.store import SessionRecord, SessionStore
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobStore
     from hermes_gateway.lock import GatewayLock
+    from surface_support.pairing import Pairing
 
 __all__ = ["Gateway", "GatewayError"]
 
@@ -94,7 +94,6 @@ class Gateway:
     async def open(self) -> None:
         """Open the store and build the agents and the Telegram application (no network yet)."""
         from core.agent.builder import build_agent
-        from surface_support.pairing import Pairing
         from core.store import SessionStore
         from core.store.gateway import GatewayStore
         from core.store.jobs import JobStore
@@ -104,6 +103,7 @@ class Gateway:
         from hermes_gateway.commands import Commands
         from hermes_gateway.remote import RemoteApprovals
         from hermes_gateway.scheduler import Scheduler
+        from surface_support.pairing import Pairing
         from toolsets import toolset
 
         cfg = self.config
@@ -134,7 +134,9 @@ class Gateway:
         app.add_handler(CallbackQueryHandler(self._on_button))
         app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, self.commands.dispatch))
         app.add_handler(
-            MessageHandler(filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL) & ~filters.COMMAND, self._on_message)
+            MessageHandler(
+                filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL) & ~filters.COMMAND, self._on_message
+            )
         )
         app.add_error_handler(self._on_error)
 
@@ -178,9 +180,7 @@ class Gateway:
             await stop.wait()
             log.info("stopping: no new updates; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
             await app.updater.stop()
-            await asyncio.gather(
-                self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace)
-            )
+            await asyncio.gather(self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace))
             for task in self._loops:
                 task.cancel()
             await asyncio.gather(*self._loops, return_exceptions=True)

@@ -20,9 +20,9 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from core.policy.approvals import Decision
 from core.events import Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
+from core.policy.approvals import Decision
 from hermes_gateway.access import not_yours
 from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
@@ -84,7 +84,9 @@ class ApprovalButtons:
             return
         chat_id = query.message.chat.id if query.message else None
         if query.from_user is None or query.from_user.id != asked.user_id or chat_id != asked.target.chat_id:
-            log.warning("approval %s: press by user %s refused (bound to %s)", approval_id, getattr(query.from_user, "id", None), asked.user_id)
+            log.warning(
+                "approval %s: press by user %s refused (bound to %s)", approval_id, getattr(query.from_user, "id", None), asked.user_id
+            )
             await query.answer("Only the person who asked for this can answer it.", show_alert=True)
             return
         decision = _CHOICES.get(choice)

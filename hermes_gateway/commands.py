@@ -140,13 +140,19 @@ class Commands:
         access = self._gateway.access
         user_id = _user_id(update)
         records = await access.visible(user_id, limit=10)
-        hint = "" if self._gateway.config.gateway.owner is not None else (
-            "\n(Sessions from the editor are listed only to the owner: set [gateway] owner to your user id in config.toml.)"
+        hint = (
+            ""
+            if self._gateway.config.gateway.owner is not None
+            else ("\n(Sessions from the editor are listed only to the owner: set [gateway] owner to your user id in config.toml.)")
         )
         if not records:
             await self._say(target, "No sessions of yours yet in these projects. Send a message to start one." + hint)
             return
-        lines = ["Recent sessions (continue one with /resume ID):" if access.is_owner(user_id) else "Your recent sessions (continue one with /resume ID):"]
+        lines = [
+            "Recent sessions (continue one with /resume ID):"
+            if access.is_owner(user_id)
+            else "Your recent sessions (continue one with /resume ID):"
+        ]
         for record in records:
             when = time.strftime("%m-%d %H:%M", time.localtime(record.updated_at))
             lines.append(f"`{record.id[:8]}` {when} [{record.surface}] {record.title or '(untitled)'} — {Path(record.cwd).name}")

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from telegram.error import TelegramError
 
-from core.policy.approvals import Decision
 from core.events import PermissionNeeded, TextDelta, TurnEnded
 from core.messages import UserMessage
+from core.policy.approvals import Decision
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
@@ -122,7 +122,9 @@ class Scheduler:
             )
             raise
         except TimeoutError:
-            await jobs.finish_run(run.id, self.owner, status="failed", error=f"timed out after {int(cfg.run_timeout)}s", session_id=session_id)
+            await jobs.finish_run(
+                run.id, self.owner, status="failed", error=f"timed out after {int(cfg.run_timeout)}s", session_id=session_id
+            )
         except Exception as exc:
             log.exception("cron run %s failed", run.id)
             await jobs.finish_run(run.id, self.owner, status="failed", error=f"{type(exc).__name__}: {exc}", session_id=session_id)

@@ -56,9 +56,7 @@ async def send_text(bot: Any, target: Target, markdown: str, *, reply_markup: An
     rendered = to_html(markdown)
     if len(rendered) <= LIMIT:
         try:
-            return await _retrying(
-                bot.send_message, text=rendered, parse_mode=ParseMode.HTML, reply_markup=reply_markup, **target.kwargs()
-            )
+            return await _retrying(bot.send_message, text=rendered, parse_mode=ParseMode.HTML, reply_markup=reply_markup, **target.kwargs())
         except BadRequest as exc:
             if not _markup_rejected(exc):
                 raise

@@ -101,7 +101,7 @@ def _stdio(options: dict[str, bool]) -> int:
         if answer is not None:
             view = memoryview(answer)
             while view:
-                view = view[os.write(protocol_out, view):]
+                view = view[os.write(protocol_out, view) :]
             drop_id = handshake.initialize_request_id(first)
     if first == b"":
         return 0  # the client went away before saying anything
@@ -178,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         f"printed at start (kept in the state home's mcp-token, or set {TOKEN_ENV}; other hosts than loopback "
         f"only with {TOKEN_ENV} set)",
     )
-    parser.add_argument(
-        "--allow-auto", action="store_true", help="let clients start tasks in mode 'auto' (no approvals at all)"
-    )
+    parser.add_argument("--allow-auto", action="store_true", help="let clients start tasks in mode 'auto' (no approvals at all)")
     parser.add_argument(
         "--trust-client-approvals",
         action="store_true",

@@ -142,9 +142,7 @@ def _input_required(task: Task, request: Any) -> Any:
     from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
     schema = render_elicitation_schema(elicitation_schema(request))
-    question = ElicitRequest(
-        params=ElicitRequestFormParams(message=elicitation_message(request, task.session), requested_schema=schema)
-    )
+    question = ElicitRequest(params=ElicitRequestFormParams(message=elicitation_message(request, task.session), requested_schema=schema))
     state = json.dumps({"task": task.id, "approval": request.id})
     return InputRequiredResult(input_requests={_ANSWER_KEY: question}, request_state=state)
 

@@ -46,6 +46,7 @@ terminal (hermes-editor approvals allow ID, or deny ID), in their editor, or on 
 - sessions_search / sessions_list / session_read: past conversations from every surface.
 - skills_list / skill_view, memory_read / memory_add: what the agent knows how to do and remembers."""
 
+
 def server_version() -> str:
     """The installed hermes-editor version (read once)."""
     return version()

@@ -155,12 +155,20 @@ async def transcript_markdown(store: SessionStore, session_id: str, limit_chars:
     record = await store.get_session(session_id)
     if record is None:
         return None
-    out = [f"# {record.title or 'Untitled session'}", "", f"- session: `{record.id}`", f"- project: `{record.cwd}`",
-           f"- surface: {record.surface}, model: {record.model or '?'}, updated {iso(record.updated_at)}", ""]
+    out = [
+        f"# {record.title or 'Untitled session'}",
+        "",
+        f"- session: `{record.id}`",
+        f"- project: `{record.cwd}`",
+        f"- surface: {record.surface}, model: {record.model or '?'}, updated {iso(record.updated_at)}",
+        "",
+    ]
     size = sum(len(x) + 1 for x in out)
     for item in await store.messages(session_id):
         view = message_view(item.seq, item.message, 2_000)
-        heading = {"user": "User", "assistant": "Assistant", "tool_result": f"Tool result ({view.tool_name})", "summary": "Summary"}[view.role]
+        heading = {"user": "User", "assistant": "Assistant", "tool_result": f"Tool result ({view.tool_name})", "summary": "Summary"}[
+            view.role
+        ]
         block = f"## {item.seq}. {heading}\n\n{view.text}\n" + "".join(f"\n- call: `{c}`" for c in view.tool_calls) + "\n"
         if size + len(block) > limit_chars:
             out.append(f"_[more messages: read on with session_read(session_id='{record.id}', after={item.seq - 1})]_")

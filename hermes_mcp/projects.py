@@ -101,9 +101,7 @@ def confine(raw: str, allowed: list[Path]) -> Path:
         )
     if not within(path, allowed):
         where = ", ".join(str(p) for p in allowed) if allowed else "none: the client shares no roots and [mcp] projects is empty"
-        raise ProjectRefused(
-            f"{shown} is not a project this server may work in (allowed: {where}). To allow it, {_how_to_allow(path)}."
-        )
+        raise ProjectRefused(f"{shown} is not a project this server may work in (allowed: {where}). To allow it, {_how_to_allow(path)}.")
     if not path.is_dir():
         raise ProjectRefused(f"{raw} is not a directory")
     return path

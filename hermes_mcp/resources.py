@@ -43,8 +43,13 @@ def register_resources(server: MCPServer, runtime: Runtime) -> None:
     """The static resource and the templates (the dynamic list comes from ``dynamic_resources``)."""
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-    @server.resource("hermes://sessions", name="sessions", title="Recent sessions", mime_type=MARKDOWN,
-                     description="The most recent conversations from every surface")
+    @server.resource(
+        "hermes://sessions",
+        name="sessions",
+        title="Recent sessions",
+        mime_type=MARKDOWN,
+        description="The most recent conversations from every surface",
+    )
     async def sessions_index() -> str:
         store = await runtime.store()
         lines = ["# Recent sessions", ""]
@@ -54,24 +59,33 @@ def register_resources(server: MCPServer, runtime: Runtime) -> None:
             lines.append("No sessions yet.")
         return "\n".join(lines) + "\n"
 
-    @server.resource("hermes://sessions/{session_id}", name="session", title="A conversation", mime_type=MARKDOWN,
-                     description="One conversation as Markdown")
+    @server.resource(
+        "hermes://sessions/{session_id}",
+        name="session",
+        title="A conversation",
+        mime_type=MARKDOWN,
+        description="One conversation as Markdown",
+    )
     async def session_text(session_id: str) -> str:
         text = await transcript_markdown(await runtime.store(), session_id)
         if text is None:
             raise ResourceNotFoundError(f"no session {session_id!r}")
         return text
 
-    @server.resource("hermes://skills/{name}", name="skill", title="A skill", mime_type=MARKDOWN,
-                     description="A skill's SKILL.md")
+    @server.resource("hermes://skills/{name}", name="skill", title="A skill", mime_type=MARKDOWN, description="A skill's SKILL.md")
     async def skill_text(name: str) -> str:
         text = await asyncio.to_thread(_skill_text, name, list(runtime.projects))
         if text is None:
             raise ResourceNotFoundError(f"no skill {name!r}")
         return text
 
-    @server.resource("hermes://memory/{file}", name="memory", title="A memory file", mime_type=MARKDOWN,
-                     description="MEMORY.md (notes) or USER.md (about the user)")
+    @server.resource(
+        "hermes://memory/{file}",
+        name="memory",
+        title="A memory file",
+        mime_type=MARKDOWN,
+        description="MEMORY.md (notes) or USER.md (about the user)",
+    )
     async def memory_text(file: str) -> str:
         names = {name: kind for kind, name in memory.FILES.items()}
         if file not in names:
@@ -102,15 +116,30 @@ async def dynamic_resources(runtime: Runtime) -> list[Any]:
 
     out = []
     for skill in await asyncio.to_thread(skills.discover, list(runtime.projects)):
-        out.append(Resource(uri=f"hermes://skills/{skill.name}", name=f"skill-{skill.name}", title=f"Skill: {skill.name}",
-                            description=skill.description or None, mime_type=MARKDOWN))
+        out.append(
+            Resource(
+                uri=f"hermes://skills/{skill.name}",
+                name=f"skill-{skill.name}",
+                title=f"Skill: {skill.name}",
+                description=skill.description or None,
+                mime_type=MARKDOWN,
+            )
+        )
     for kind, name in memory.FILES.items():
-        out.append(Resource(uri=f"hermes://memory/{name}", name=f"memory-{kind}", title=f"Memory: {memory.LABELS[kind]}", mime_type=MARKDOWN))
+        out.append(
+            Resource(uri=f"hermes://memory/{name}", name=f"memory-{kind}", title=f"Memory: {memory.LABELS[kind]}", mime_type=MARKDOWN)
+        )
     store = await runtime.store()
     for record in await store.list_sessions(limit=RECENT_SESSIONS):
-        out.append(Resource(uri=f"hermes://sessions/{record.id}", name=f"session-{record.id[:8]}",
-                            title=record.title or f"Session {record.id[:8]}",
-                            description=f"{record.cwd} ({record.surface}, {iso(record.updated_at)})", mime_type=MARKDOWN))
+        out.append(
+            Resource(
+                uri=f"hermes://sessions/{record.id}",
+                name=f"session-{record.id[:8]}",
+                title=record.title or f"Session {record.id[:8]}",
+                description=f"{record.cwd} ({record.surface}, {iso(record.updated_at)})",
+                mime_type=MARKDOWN,
+            )
+        )
     return out
 
 
@@ -140,7 +169,7 @@ async def skill_prompt(runtime: Runtime, name: str, arguments: dict[str, str] | 
         raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name}")
     task = (arguments or {}).get("task", "").strip()
     intro = f"Use the skill '{skill.name}' below" + (f" for this: {task}" if task else "") + "."
-    text = f"{intro}\n\n<skill name=\"{skill.name}\" path=\"{skill.path}\">\n{body}\n</skill>"
+    text = f'{intro}\n\n<skill name="{skill.name}" path="{skill.path}">\n{body}\n</skill>'
     return GetPromptResult(
         description=skill.description or None,
         messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],

@@ -32,9 +32,7 @@ class NotReady(Exception):
 class Runtime:
     """Lazily built shared state for every request of this process."""
 
-    def __init__(
-        self, redactor: RedactingFilter | None = None, *, allow_auto: bool = False, trust_client_approvals: bool = False
-    ) -> None:
+    def __init__(self, redactor: RedactingFilter | None = None, *, allow_auto: bool = False, trust_client_approvals: bool = False) -> None:
         from hermes_mcp.tasks import TaskManager
 
         self.redactor = redactor
@@ -114,8 +112,8 @@ class Runtime:
             if problem is not None:
                 raise NotReady(problem)
             assert config is not None
-            from surface_support.approval_watch import watch_foreign_answers
             from core.agent.builder import build_agent
+            from surface_support.approval_watch import watch_foreign_answers
             from toolsets import toolset
 
             try:

@@ -268,8 +268,7 @@ class TaskManager:
             raise TaskError(f"mode must be one of {', '.join(MODES)}")
         if mode == "auto" and not self._runtime.allow_auto:
             raise TaskError(
-                "mode 'auto' (no approvals) is off for MCP clients; use 'accept-edits' or 'ask', "
-                "or start hermes-mcp with --allow-auto."
+                "mode 'auto' (no approvals) is off for MCP clients; use 'accept-edits' or 'ask', or start hermes-mcp with --allow-auto."
             )
         if not prompt.strip():
             raise TaskError("prompt is empty")
@@ -296,7 +295,9 @@ class TaskManager:
             self._sessions[session.id] = session
         session.policy.mode = mode  # type: ignore[assignment]
         self._runtime.add_project(session.cwd)
-        task = Task(id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode, client_answers=self._runtime.trust_client_approvals)
+        task = Task(
+            id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode, client_answers=self._runtime.trust_client_approvals
+        )
         self._tasks[task.id] = task
         self._forget_old()
         task.runner = asyncio.create_task(self._run(task, UserMessage.of(prompt)), name=f"task-{task.id}")

@@ -69,8 +69,10 @@ Mode = Literal["ask", "accept-edits", "read-only", "auto"]
 Prompt = Annotated[str, Field(description="what the agent should do")]
 Cwd = Annotated[
     str | None,
-    Field(description="absolute path of the project directory, inside the client's roots or the user's configured projects "
-          "(default: the client's first root)"),
+    Field(
+        description="absolute path of the project directory, inside the client's roots or the user's configured projects "
+        "(default: the client's first root)"
+    ),
 ]
 SessionArg = Annotated[str | None, Field(description="continue this session (from any editor or this server)")]
 ModeArg = Annotated[
@@ -146,9 +148,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     def fail(exc: Exception) -> ToolError:
         return ToolError(runtime.redact(str(exc)))
 
-    async def start(
-        ctx: Context, prompt: str, cwd: str | None, session_id: str | None, mode: str
-    ) -> Task | InputRequiredResult:
+    async def start(ctx: Context, prompt: str, cwd: str | None, session_id: str | None, mode: str) -> Task | InputRequiredResult:
         """A new task, in a folder the user opened or configured; or the round that asks for the roots."""
         roots = await client_roots(ctx)
         if isinstance(roots, InputRequiredResult):
@@ -234,7 +234,9 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     server.add_tool(task_wait, annotations=READ.model_copy(update={"title": "Wait for a task"}))
     server.add_tool(
         task_cancel,
-        annotations=ToolAnnotations(title="Cancel a task", read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+        annotations=ToolAnnotations(
+            title="Cancel a task", read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
     )
 
     # --- approvals ---------------------------------------------------------------------
@@ -245,7 +247,9 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         """Actions waiting for the user's approval, from this server's tasks and from editor and gateway
         sessions: what would happen, why it asks, and for file changes the diff. Show them to the user:
         only the user answers (see how_to_answer)."""
-        return result(approvals_mod.approvals_list_view(await approvals_mod.list_approvals(runtime, session_id), runtime.trust_client_approvals))
+        return result(
+            approvals_mod.approvals_list_view(await approvals_mod.list_approvals(runtime, session_id), runtime.trust_client_approvals)
+        )
 
     server.add_tool(approvals_list, annotations=READ.model_copy(update={"title": "Pending approvals"}))
 
@@ -267,7 +271,9 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         server.add_tool(
             approval_respond,
             name=CLIENT_ANSWER_TOOL,
-            annotations=ToolAnnotations(title="Answer an approval", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+            annotations=ToolAnnotations(
+                title="Answer an approval", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+            ),
         )
 
     # --- history -----------------------------------------------------------------------
@@ -321,6 +327,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     ) -> Annotated[CallToolResult, SkillsList] | InputRequiredResult:
         """Skills the agent has: the project's, personal ones and bundled ones (in that precedence). View one with skill_view."""
         from core.learning import skills
+
         extra = await project(ctx, cwd) if cwd else None
         if isinstance(extra, InputRequiredResult):
             return extra
@@ -345,6 +352,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     ) -> Annotated[CallToolResult, SkillText] | InputRequiredResult:
         """One skill: its instructions (SKILL.md without front matter) and a list of its other files."""
         from core.learning import skills
+
         extra = await project(ctx, cwd) if cwd else None
         if isinstance(extra, InputRequiredResult):
             return extra
@@ -363,11 +371,14 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
             raise ToolError(f"No skill named {name!r}; see skills_list.")
         skill, full = found
         text, cut = clip(full, SKILL_CHARS, f"the rest is in {skill.path}")
-        return result(SkillText(name=skill.name, description=skill.description, origin=skill.origin, path=str(skill.path), text=text, truncated=cut))
+        return result(
+            SkillText(name=skill.name, description=skill.description, origin=skill.origin, path=str(skill.path), text=text, truncated=cut)
+        )
 
     async def memory_read() -> Annotated[CallToolResult, MemoryView]:
         """What the agent remembers, shared by every surface: notes (MEMORY.md) and about the user (USER.md)."""
         from core.learning import memory
+
         def read() -> list[tuple[str, Path, str]]:
             out = []
             for kind in memory.FILES:
@@ -387,7 +398,9 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
 
     async def memory_add(
         text: Annotated[str, Field(description="one short, self-contained fact (no secrets)")],
-        file: Annotated[Literal["memory", "user"], Field(description="memory: notes about work and projects; user: about the user")] = "memory",
+        file: Annotated[
+            Literal["memory", "user"], Field(description="memory: notes about work and projects; user: about the user")
+        ] = "memory",
     ) -> Annotated[CallToolResult, MemoryAdded]:
         """Add one entry to the agent's memory, which every surface reads (within its size budget)."""
         from core.learning import memory
@@ -396,9 +409,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         if runtime.redact(text) != text:
             raise ToolError("That entry looks like it holds a credential; memory never stores secrets.")
         try:
-            change = await asyncio.to_thread(
-                memory.change_memory, "add", file, text=text, who="mcp", settings=current_settings()
-            )
+            change = await asyncio.to_thread(memory.change_memory, "add", file, text=text, who="mcp", settings=current_settings())
         except memory.MemoryError as exc:
             raise fail(exc) from None
         return result(MemoryAdded(file=file, path=str(memory.memory_path(file)), entry=memory.render_entries([change.after or ""])))
@@ -408,6 +419,8 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
     server.add_tool(memory_read, annotations=READ.model_copy(update={"title": "Read memory"}))
     server.add_tool(
         memory_add,
-        annotations=ToolAnnotations(title="Add to memory", read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False),
+        annotations=ToolAnnotations(
+            title="Add to memory", read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
     )
     _compact_registered(server)

@@ -93,7 +93,9 @@ class Pairing:
         """Approve a code on the machine; raises PairingError (wrong, expired, locked out)."""
         now = time.time() if now is None else now
         if await self._store.recent_failures(now - LOCKOUT) >= MAX_FAILURES:
-            raise PairingError(f"Too many wrong codes in the last hour; pairing approvals are locked for up to {int(LOCKOUT // 60)} minutes.")
+            raise PairingError(
+                f"Too many wrong codes in the last hour; pairing approvals are locked for up to {int(LOCKOUT // 60)} minutes."
+            )
         found = await self._store.approve_code(normalise(code), now)
         if found is None:
             raise PairingError("No pending pairing code matches (codes expire after an hour). Ask the user to message the bot again.")

@@ -75,9 +75,7 @@ class Client:
         self.permission_event = asyncio.Event()
 
     def capabilities(self) -> ClientCapabilities:
-        return ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=self.fs, write_text_file=self.fs), terminal=self.terminal
-        )
+        return ClientCapabilities(fs=FileSystemCapabilities(read_text_file=self.fs, write_text_file=self.fs), terminal=self.terminal)
 
     def on_connect(self, conn) -> None:
         self.conn = conn
@@ -113,7 +111,11 @@ class Client:
 
     async def create_terminal(self, command, session_id, args=None, env=None, cwd=None, output_byte_limit=None, **_: Any):
         proc = await asyncio.create_subprocess_exec(
-            command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            command,
+            *(args or []),
+            cwd=cwd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
         tid = f"term-{len(self.terminals) + 1}"

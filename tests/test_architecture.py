@@ -46,11 +46,7 @@ def test_import_contracts_can_fail(tmp_path):
     ["core.agent.loop", "core.models", "core.models.openai_compat", "core.models.anthropic_messages", "hermes_acp.server", "toolsets"],
 )
 def test_heavy_sdks_load_lazily(module):
-    code = (
-        f"import sys, {module}\n"
-        "heavy = [m for m in ('openai', 'anthropic', 'mcp', 'git') if m in sys.modules]\n"
-        "print(','.join(heavy))"
-    )
+    code = f"import sys, {module}\nheavy = [m for m in ('openai', 'anthropic', 'mcp', 'git') if m in sys.modules]\nprint(','.join(heavy))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "", f"importing {module} loaded {proc.stdout.strip()}"
 

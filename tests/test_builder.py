@@ -9,9 +9,9 @@ import acp
 import pytest
 
 from core.agent.builder import SURFACES, build_agent
+from core.agent.prompt import base_prompt
 from core.config import load_config
 from core.models.resilient import ResilientModel
-from core.agent.prompt import base_prompt
 from core.store import SessionStore
 from tests.acp_harness import Client, agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
@@ -104,7 +104,9 @@ async def test_gateway_surfaces_build_through_the_builder(hermes_home, tmp_path)
 
     project = tmp_path / "project"
     project.mkdir()
-    text = CONFIG.replace("[approvals]", f'[telegram]\ntoken = "123:test-token"\n\n[gateway]\nprojects = {{ p = "{project}" }}\n\n[approvals]')
+    text = CONFIG.replace(
+        "[approvals]", f'[telegram]\ntoken = "123:test-token"\n\n[gateway]\nprojects = {{ p = "{project}" }}\n\n[approvals]'
+    )
     (hermes_home / "config.toml").write_text(text)
     config = load_config()
     gateway = Gateway(config)
@@ -184,7 +186,9 @@ async def test_each_surface_is_told_only_of_tools_it_has(hermes_home, tmp_path):
     """The prompt lists skills, memory editing and commands only to a session that has those tools."""
     project = tmp_path / "project"
     (project / ".agents" / "skills" / "deploy").mkdir(parents=True)
-    (project / ".agents" / "skills" / "deploy" / "SKILL.md").write_text("---\nname: deploy\ndescription: Ship the site.\n---\nRun make deploy.\n")
+    (project / ".agents" / "skills" / "deploy" / "SKILL.md").write_text(
+        "---\nname: deploy\ndescription: Ship the site.\n---\nRun make deploy.\n"
+    )
     (hermes_home / "memories").mkdir()
     (hermes_home / "memories" / "MEMORY.md").write_text("The user likes short answers.\n")
     allow_projects(hermes_home, project)

@@ -25,4 +25,3 @@ def toolset(name: str) -> list[Tool]:
     if not tools:
         raise KeyError(f"no toolset named {name!r}")
     return tools
-

@@ -119,7 +119,9 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
             runs = await jobs.runs(job.id, limit=5)
             if not runs:
                 return ToolOutput(f"Job {job.id} has not run yet.")
-            return ToolOutput("\n".join(f"{fmt_time(r.scheduled_at, job.timezone)}  {r.status}  {(r.error or r.result or '')[:500]}" for r in runs))
+            return ToolOutput(
+                "\n".join(f"{fmt_time(r.scheduled_at, job.timezone)}  {r.status}  {(r.error or r.result or '')[:500]}" for r in runs)
+            )
         await ctx.approve_call(f"{args.action.capitalize()} job {args.job_id} ({job.name})")
         if args.action == "remove":
             await jobs.remove_job(args.job_id)

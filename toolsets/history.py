@@ -7,10 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core.store import history
 from core.learning.context import project_root
 from core.learning.screening import redact_secrets
-from core.store import SessionStore
+from core.store import SessionStore, history
 from core.tools.base import ToolContext, ToolError, tool
 
 __all__ = ["session_search"]
@@ -30,6 +29,8 @@ class SessionSearchArgs(BaseModel):
 _SUMMARY_SESSIONS = 3
 _SUMMARY_CHARS = 12_000  # of each session's text sent to the summary model
 SUMMARY_OFF = "(Summaries are off: set [learning] search_summary = true in config.toml to allow them.)"
+
+
 @tool(kind="search", read_only=True, toolsets={"editor", "gateway"}, title=lambda a: f"Search history: {a.query or a.session_id}")
 async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
     """Search past conversations (this project by default); session_id+seq reads around a hit."""

@@ -33,8 +33,13 @@ async def memory(ctx: ToolContext, args: MemoryArgs) -> str:
 
     def change(allow: frozenset[str] = frozenset()):
         return change_memory(
-            args.action, args.file, text=args.text, old=args.old,
-            who=f"agent:{ctx.session_id[:8]}", settings=current_settings(), allow=allow,
+            args.action,
+            args.file,
+            text=args.text,
+            old=args.old,
+            who=f"agent:{ctx.session_id[:8]}",
+            settings=current_settings(),
+            allow=allow,
         )
 
     try:

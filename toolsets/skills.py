@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core.learning import gate as learning_gate, skills
+from core.learning import gate as learning_gate
+from core.learning import skills
 from core.tools.base import ToolContext, ToolError, tool
 
 __all__ = ["skill_manage", "skill_view"]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.agent.loop import Agent
-from core.policy.approvals import ApprovalBroker
 from core.config import Config
 from core.models.base import Model
+from core.policy.approvals import ApprovalBroker
 from core.tools.base import Tool
 
 __all__ = ["SURFACES", "SurfaceName", "SurfaceSpec", "build_agent"]

@@ -9,27 +9,26 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.learning.compression import Compression, compress, request_view, summarise
-from core.learning.context import LearningSettings
+from core.agent.prompt import system_prompt
+from core.agent.session import SessionContext, TurnStats
 from core.events import (
     Event,
     Notice,
-    TitleChanged,
     TextDelta,
     ThoughtDelta,
+    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnEnded,
     UsageUpdated,
 )
 from core.host.local import Host
-from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage
-from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec
-from core.messages import Usage
-from core.agent.session import SessionContext, TurnStats
-from core.agent.prompt import system_prompt
 from core.host.sandbox import status as sandbox_status
+from core.learning.compression import Compression, compress, request_view, summarise
+from core.learning.context import LearningSettings
+from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, Usage, UserMessage
+from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
 from core.tools.base import Tool, ToolContext, run_tool, tool_locations, tool_title
 
 __all__ = ["Agent", "Session"]
@@ -122,7 +121,9 @@ class Agent:
         session = await self._attach(record.id, (cwd or Path(record.cwd)).resolve(), host, None, mode, history)
         session.title = record.title
         session.compression = Compression.from_meta(record.meta.get("compression"))
-        session.usage = Usage(record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.cost_usd)
+        session.usage = Usage(
+            record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.cost_usd
+        )
         return session
 
     async def fork_session(self, source_id: str, host: Host, *, cwd: Path, mode: Mode = "ask") -> Session | None:
@@ -217,8 +218,10 @@ class Agent:
                     stop = await self._step(session, state, emit)
                 except ModelError as exc:
                     # A turn does not fail with "context too long" when compression can help.
-                    if exc.kind is not ErrorKind.CONTEXT_TOO_LONG or state.compressed or not await compress(
-                        self, session, emit, specs=self._specs, force=True
+                    if (
+                        exc.kind is not ErrorKind.CONTEXT_TOO_LONG
+                        or state.compressed
+                        or not await compress(self, session, emit, specs=self._specs, force=True)
                     ):
                         raise
                     state.compressed = True
@@ -274,8 +277,7 @@ class Agent:
                 state.partial = []
                 await emit(
                     Notice(
-                        f"{event.error.user_message()} Retrying in {event.delay:.1f}s "
-                        f"(attempt {event.attempt + 1}){restarted}.",
+                        f"{event.error.user_message()} Retrying in {event.delay:.1f}s (attempt {event.attempt + 1}){restarted}.",
                         "warning",
                     )
                 )
@@ -417,9 +419,7 @@ class Agent:
                 model = (session.model or self.model).name
                 await self._append(session, AssistantMessage(parts=[TextPart(text=text)], model=model, interrupted=True))
             for call_id, name in list(state.open_calls.items()):
-                await self._append(
-                    session, ToolResultMessage(tool_call_id=call_id, tool_name=name, content=reason, is_error=True)
-                )
+                await self._append(session, ToolResultMessage(tool_call_id=call_id, tool_name=name, content=reason, is_error=True))
                 await emit(ToolFinished(call_id, "failed", raw_output=reason))
             state.open_calls.clear()
         except Exception:
@@ -450,11 +450,7 @@ def repair_history(history: list[Message]) -> list[Message]:
 
     def close_pending() -> None:
         for call_id, name in pending.items():
-            out.append(
-                ToolResultMessage(
-                    tool_call_id=call_id, tool_name=name, content="Interrupted before a result.", is_error=True
-                )
-            )
+            out.append(ToolResultMessage(tool_call_id=call_id, tool_name=name, content="Interrupted before a result.", is_error=True))
         pending.clear()
 
     for message in history:

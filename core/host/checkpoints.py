@@ -275,7 +275,9 @@ class Checkpoints:
                 entry["after"] = blob_id(path.read_bytes()) if path.is_file() else ""
         self._commit(repo, session_id, manifest, _file_entries(head), list(head.parents), f"turn {turn_id}")
 
-    def _commit(self, repo: Any, session_id: str, manifest: dict, entries: list, parents: list, message: str, ref: str | None = None) -> Any:
+    def _commit(
+        self, repo: Any, session_id: str, manifest: dict, entries: list, parents: list, message: str, ref: str | None = None
+    ) -> Any:
         import git
         from git.index.fun import write_tree_from_cache
 
@@ -349,7 +351,6 @@ class Checkpoints:
             if entry.skipped:
                 report.skipped.append(str(path))
             elif restored is not None:
-
                 write_atomic(path, restored, mode=entry.mode)
                 report.restored.append(str(path))
             elif current is not None:
@@ -361,7 +362,6 @@ class Checkpoints:
         else:
             git.Reference.delete(repo, _ref(session_id))
         return report
-
 
     def _prune(self, repo: Any, keep_days: float, grace: float) -> PruneReport:
         import git
@@ -456,9 +456,7 @@ def _init_bare(path: Path) -> None:
         (tmp / sub).mkdir(parents=True, exist_ok=True)
     (tmp / "HEAD").write_text("ref: refs/heads/main\n")
     # sharedRepository = 0600: git itself, if ever run on it, keeps it private too (objects 0400).
-    (tmp / "config").write_text(
-        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tsharedRepository = 0600\n"
-    )
+    (tmp / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tsharedRepository = 0600\n")
     (tmp / "description").write_text("hermes-editor checkpoints: files as they were before each turn\n")
     try:
         os.rename(tmp, path)
@@ -509,7 +507,6 @@ def _manifest(commit: Any) -> dict:
 def _checkpoint(commit: Any) -> Checkpoint:
     manifest = _manifest(commit)
     files = tuple(
-        CheckpointFile(f["path"], f["existed"], f.get("mode"), f.get("after"), f.get("skipped", False))
-        for f in manifest.get("files", [])
+        CheckpointFile(f["path"], f["existed"], f.get("mode"), f.get("after"), f.get("skipped", False)) for f in manifest.get("files", [])
     )
     return Checkpoint(commit.hexsha, manifest["session"], manifest["turn"], manifest["created"], files)

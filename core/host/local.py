@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 from core.events import ToolContent
-from core.redaction import SECRET_ENV_VARS
 from core.host.sandbox import Confinement, command_argv, command_environment
+from core.redaction import SECRET_ENV_VARS
 from core.state_home import make_user_dirs, user_file_mode, user_umask
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "read_text_file",
     "write_atomic",
 ]
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +152,7 @@ def decode_text(data: bytes) -> TextFile:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
-                return TextFile(data[len(bom):].decode(encoding.replace("-sig", "")), encoding)
+                return TextFile(data[len(bom) :].decode(encoding.replace("-sig", "")), encoding)
             except UnicodeDecodeError:
                 raise BinaryFileError(f"binary data (a {encoding} byte-order mark, then bytes that are not {encoding})") from None
     if kind := binary_kind(data[:8192]):
@@ -413,7 +412,7 @@ class _LocalJob:
         if wait > 0 and not self._unread and not self._pump.done():
             try:
                 await asyncio.wait_for(self._changed.wait(), wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         text = self._take()
         if not self._pump.done():
@@ -425,7 +424,7 @@ class _LocalJob:
             _signal_group(self._proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(asyncio.shield(self._pump), 3)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 _signal_group(self._proc.pid, signal.SIGKILL)
                 await self._pump
         _LIVE_GROUPS.discard(self._proc.pid)
@@ -531,13 +530,13 @@ class LocalHost:
         try:
             await asyncio.wait_for(pump(), timeout)
             await proc.wait()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
             # A polite stop first (test runners clean up), then the hard one.
             _signal_group(proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), 2)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 _signal_group(proc.pid, signal.SIGKILL)
                 await proc.wait()
         except BaseException:

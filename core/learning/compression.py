@@ -14,8 +14,8 @@ import json
 import weakref
 from dataclasses import asdict, dataclass, fields, is_dataclass
 
-from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage, dump_message
 from core.learning.screening import redact_secrets
+from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage, dump_message
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -139,8 +139,7 @@ def request_view(history: list[Message], state: Compression | None) -> list[Mess
         return pruned
     head = _head_text(history)
     opening = UserMessage.of(
-        f"{head}\n\n<summary of the conversation since this request (earlier messages were compressed)>\n"
-        f"{state.summary}\n</summary>"
+        f"{head}\n\n<summary of the conversation since this request (earlier messages were compressed)>\n{state.summary}\n</summary>"
     )
     tail = pruned[state.tail_from :]
     if tail and isinstance(tail[0], UserMessage):

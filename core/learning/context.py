@@ -12,9 +12,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from core.config import home
-from core.learning_config import LearningSettings
 from core.learning.screening import Finding, screen
+from core.learning_config import LearningSettings
 
 __all__ = [
     "COMPAT_FILES",

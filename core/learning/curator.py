@@ -12,6 +12,7 @@ from difflib import SequenceMatcher
 from typing import Literal
 
 from core.learning import skills
+
 __all__ = ["Proposal", "apply", "proposals"]
 
 

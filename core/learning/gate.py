@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.policy.approvals import Action, ApprovalPolicy, Ruling
 from core.config import home
-from core.locked_json import locked_json
 from core.learning.screening import Flagged
+from core.locked_json import locked_json
+from core.policy.approvals import Action, ApprovalPolicy, Ruling
 
 if TYPE_CHECKING:
     from core.tools.base import ToolContext

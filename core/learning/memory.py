@@ -94,6 +94,7 @@ class JournalEntry:
 # Said in the memory heading only to a session that has the memory tool.
 MEMORY_TOOL_NOTE = "; the memory tool edits the files"
 
+
 def memory_path(kind: str) -> Path:
     return home() / "memories" / FILES[kind]
 
@@ -138,9 +139,7 @@ def _screened(body: str, kind: str, allow: frozenset[str], trusted: bool) -> tup
 
     base, flags = review_learned(body, f"{FILES[kind]} entry", approved())
     if base:
-        raise MemoryError(
-            "that entry was refused by screening (" + "; ".join(f.describe() for f in base) + "); memory never stores it"
-        )
+        raise MemoryError("that entry was refused by screening (" + "; ".join(f.describe() for f in base) + "); memory never stores it")
     if flags and not trusted and not {f.digest for f in flags} <= allow:
         raise MemoryFlagged(flags)
     return flags

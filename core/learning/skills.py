@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.config import home
-from core.locked_json import locked_json
 from core.learning.screening import Finding, Flagged, looks_secret, review_learned, screen, screen_learned
+from core.locked_json import locked_json
 
 __all__ = [
     "Skill",

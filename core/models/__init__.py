@@ -6,12 +6,23 @@ Adapters (and their provider SDKs) load on first use; importing this package sta
 from __future__ import annotations
 
 import logging
-
 from typing import TYPE_CHECKING
 
 from core.config import Config, ConfigError, ModelRef, config_path
-from core.models.base import ErrorKind, Model, ModelError, ModelEvent, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolCallChunk, ToolSpec
 from core.messages import Usage
+from core.models.base import (
+    ErrorKind,
+    Model,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    Retrying,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSpec,
+)
 from core.models.resilient import ResilientModel
 
 if TYPE_CHECKING:
@@ -54,8 +65,7 @@ def build_model(config: Config) -> Model:
     primary = config.model_ref()
     if primary is None:
         raise ConfigError(
-            'no model is configured. Set model = "provider:model" in config.toml (or HERMES_MODEL), '
-            "or run 'hermes-editor setup'.",
+            "no model is configured. Set model = \"provider:model\" in config.toml (or HERMES_MODEL), or run 'hermes-editor setup'.",
             path=config_path(),
             key="model",
         )

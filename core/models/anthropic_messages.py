@@ -8,10 +8,19 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, Usage, UserMessage
 from core.models._common import SdkModel, parse_arguments
-from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest, ResponseDone, TextChunk, ThinkingChunk, ToolCallChunk, ToolSpec
-from core.messages import Usage
+from core.models.base import (
+    ErrorKind,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSpec,
+)
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

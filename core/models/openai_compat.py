@@ -9,10 +9,19 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, Usage, UserMessage
 from core.models._common import SdkModel, parse_arguments
-from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest, ResponseDone, TextChunk, ThinkingChunk, ToolCallChunk, ToolSpec
-from core.messages import Usage
+from core.models.base import (
+    ErrorKind,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    ToolSpec,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -106,9 +115,7 @@ class _Assembly:
         for index in sorted(self.calls):
             call = self.calls[index]
             arguments, invalid = parse_arguments("".join(call["arguments"]))
-            parts.append(
-                ToolCallPart(id=call["id"] or f"call_{index}", name=call["name"], arguments=arguments, invalid_arguments=invalid)
-            )
+            parts.append(ToolCallPart(id=call["id"] or f"call_{index}", name=call["name"], arguments=arguments, invalid_arguments=invalid))
         reason = _FINISH.get(self.finish_reason, "stop")
         if self.calls and reason == "stop":
             # Some servers say "stop" even when the step ended in tool calls.
@@ -223,7 +230,4 @@ def _assistant_entry(message: AssistantMessage) -> dict[str, Any] | None:
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     """Tool specs in the chat-completions ``tools`` format."""
-    return [
-        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-        for t in tools
-    ]
+    return [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}} for t in tools]

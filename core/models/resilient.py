@@ -22,9 +22,7 @@ _FINAL = {ErrorKind.CONTEXT_TOO_LONG}
 _FALL_THROUGH = {ErrorKind.AUTH, ErrorKind.BAD_REQUEST}
 
 
-def backoff_delay(
-    attempt: int, retry: RetryConfig, retry_after: float | None = None, *, rng: random.Random | None = None
-) -> float:
+def backoff_delay(attempt: int, retry: RetryConfig, retry_after: float | None = None, *, rng: random.Random | None = None) -> float:
     """Full-jitter exponential backoff for the retry after failed attempt ``attempt`` (1-based).
 
     Capped by ``retry.max_delay``, but never shorter than the server's ``retry_after``.

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from core.policy.command_rules import Assessment, assess
+from core.host.sandbox import Grants
+from core.host.sandbox import status as sandbox_status
 from core.messages import FileDiff
 from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason, within
-from core.host.sandbox import Grants, status as sandbox_status
+from core.policy.command_rules import Assessment, assess
 
 if TYPE_CHECKING:
     from core.store import SessionStore
@@ -316,13 +317,29 @@ class ApprovalPolicy:
 # an engine's socket. Run with the network alone they would fail; they run outside the sandbox
 # once the user says so (and "always" may be remembered for them).
 _HOST_PROGRAMS = {
-    "ssh": "your SSH keys", "scp": "your SSH keys", "sftp": "your SSH keys", "rsync": "your SSH keys",
-    "gh": "your GitHub login", "hub": "your GitHub login", "glab": "your GitLab login",
-    "aws": "your AWS credentials", "gcloud": "your Google Cloud login", "gsutil": "your Google Cloud login", "az": "your Azure login",
-    "kubectl": "your Kubernetes credentials", "helm": "your Kubernetes credentials", "terraform": "your cloud credentials",
-    "docker": "the Docker engine", "docker-compose": "the Docker engine", "podman": "the container engine",
-    "nerdctl": "the container engine", "flyctl": "your Fly.io login", "heroku": "your Heroku login",
-    "vercel": "your Vercel login", "netlify": "your Netlify login", "firebase": "your Firebase login",
+    "ssh": "your SSH keys",
+    "scp": "your SSH keys",
+    "sftp": "your SSH keys",
+    "rsync": "your SSH keys",
+    "gh": "your GitHub login",
+    "hub": "your GitHub login",
+    "glab": "your GitLab login",
+    "aws": "your AWS credentials",
+    "gcloud": "your Google Cloud login",
+    "gsutil": "your Google Cloud login",
+    "az": "your Azure login",
+    "kubectl": "your Kubernetes credentials",
+    "helm": "your Kubernetes credentials",
+    "terraform": "your cloud credentials",
+    "docker": "the Docker engine",
+    "docker-compose": "the Docker engine",
+    "podman": "the container engine",
+    "nerdctl": "the container engine",
+    "flyctl": "your Fly.io login",
+    "heroku": "your Heroku login",
+    "vercel": "your Vercel login",
+    "netlify": "your Netlify login",
+    "firebase": "your Firebase login",
 }
 _HOST_GIT = {"git push", "git pull", "git fetch", "git clone", "git ls-remote", "git submodule", "git remote", "git send-email"}
 
@@ -364,7 +381,13 @@ def _git_dirs(cwd: Path, roots: list[Path]) -> list[Path]:
 def _private_read(path: Path, home: Path) -> bool:
     """Reads that ask: the user's files outside the project (home, its ancestors, other users'
     homes), not the system's (``/usr``, ``/etc/os-release``)."""
-    return path == Path("/") or path in home.parents or path == home or home in path.parents or str(path).startswith(("/home/", "/Users/", "/root"))
+    return (
+        path == Path("/")
+        or path in home.parents
+        or path == home
+        or home in path.parents
+        or str(path).startswith(("/home/", "/Users/", "/root"))
+    )
 
 
 def _covers(pattern: str, key: str) -> bool:
@@ -407,7 +430,7 @@ class ApprovalBroker:
         assert request.future is not None
         try:
             return await asyncio.wait_for(asyncio.shield(request.future), self._timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.answer(request.id, Decision.CANCELLED, by="timeout", status="expired")
             return Decision.CANCELLED
         except asyncio.CancelledError:

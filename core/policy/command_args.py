@@ -38,7 +38,9 @@ class Effects:
             self.level, self.reason = level, reason
 
 
-def scan(args: list[str], values: frozenset[str] | set[str], attached: frozenset[str] | set[str] = frozenset(), *, permute: bool = True) -> Iterator[tuple[str | None, str | None]]:
+def scan(
+    args: list[str], values: frozenset[str] | set[str], attached: frozenset[str] | set[str] = frozenset(), *, permute: bool = True
+) -> Iterator[tuple[str | None, str | None]]:
     """Options and operands the way getopt_long reads them: (option, value) and (None, operand).
 
     ``values`` take an argument (attached or the next word); ``attached`` take one only when it
@@ -155,20 +157,156 @@ def static_prefix(pattern: str) -> str:
 # --- network clients -----------------------------------------------------------------------
 
 _CURL_VALUES = frozenset(
-    "-A -b -c -C -d -D -e -E -F -H -K -m -o -P -Q -r -t -T -u -U -w -x -X -y -Y -z "
-    "--data --data-ascii --data-binary --data-raw --data-urlencode --json --form --form-string --upload-file --config "
-    "--cert --key --cacert --capath --netrc-file --cookie --cookie-jar --output --dump-header --trace --trace-ascii "
-    "--stderr --libcurl --header --proxy-header --variable --url-query --proxy-cert --proxy-key --proxy-cacert "
-    "--output-dir --etag-save --etag-compare --hsts --alt-svc --url --user --user-agent --referer --request --proxy "
-    "--max-time --connect-timeout --retry --retry-delay --retry-max-time --write-out --range --resolve --connect-to "
-    "--interface --limit-rate --max-filesize --ciphers --pinnedpubkey --crlfile --unix-socket --abstract-unix-socket "
-    "--doh-url --oauth2-bearer --aws-sigv4 --mail-from --mail-rcpt --mail-auth --quote --speed-limit --speed-time "
-    "--time-cond --tls-max --preproxy --proxy-user --socks4 --socks5 --socks5-hostname --noproxy --dns-servers "
-    "--local-port --create-file-mode --ftp-port --cert-type --key-type --pass --proto --proto-redir --proto-default "
-    "--expect100-timeout --keepalive-time --parallel-max --service-name --login-options --max-redirs".split()
+    [
+        "-A",
+        "-b",
+        "-c",
+        "-C",
+        "-d",
+        "-D",
+        "-e",
+        "-E",
+        "-F",
+        "-H",
+        "-K",
+        "-m",
+        "-o",
+        "-P",
+        "-Q",
+        "-r",
+        "-t",
+        "-T",
+        "-u",
+        "-U",
+        "-w",
+        "-x",
+        "-X",
+        "-y",
+        "-Y",
+        "-z",
+        "--data",
+        "--data-ascii",
+        "--data-binary",
+        "--data-raw",
+        "--data-urlencode",
+        "--json",
+        "--form",
+        "--form-string",
+        "--upload-file",
+        "--config",
+        "--cert",
+        "--key",
+        "--cacert",
+        "--capath",
+        "--netrc-file",
+        "--cookie",
+        "--cookie-jar",
+        "--output",
+        "--dump-header",
+        "--trace",
+        "--trace-ascii",
+        "--stderr",
+        "--libcurl",
+        "--header",
+        "--proxy-header",
+        "--variable",
+        "--url-query",
+        "--proxy-cert",
+        "--proxy-key",
+        "--proxy-cacert",
+        "--output-dir",
+        "--etag-save",
+        "--etag-compare",
+        "--hsts",
+        "--alt-svc",
+        "--url",
+        "--user",
+        "--user-agent",
+        "--referer",
+        "--request",
+        "--proxy",
+        "--max-time",
+        "--connect-timeout",
+        "--retry",
+        "--retry-delay",
+        "--retry-max-time",
+        "--write-out",
+        "--range",
+        "--resolve",
+        "--connect-to",
+        "--interface",
+        "--limit-rate",
+        "--max-filesize",
+        "--ciphers",
+        "--pinnedpubkey",
+        "--crlfile",
+        "--unix-socket",
+        "--abstract-unix-socket",
+        "--doh-url",
+        "--oauth2-bearer",
+        "--aws-sigv4",
+        "--mail-from",
+        "--mail-rcpt",
+        "--mail-auth",
+        "--quote",
+        "--speed-limit",
+        "--speed-time",
+        "--time-cond",
+        "--tls-max",
+        "--preproxy",
+        "--proxy-user",
+        "--socks4",
+        "--socks5",
+        "--socks5-hostname",
+        "--noproxy",
+        "--dns-servers",
+        "--local-port",
+        "--create-file-mode",
+        "--ftp-port",
+        "--cert-type",
+        "--key-type",
+        "--pass",
+        "--proto",
+        "--proto-redir",
+        "--proto-default",
+        "--expect100-timeout",
+        "--keepalive-time",
+        "--parallel-max",
+        "--service-name",
+        "--login-options",
+        "--max-redirs",
+    ]
 )
-_CURL_READS = {"-T", "--upload-file", "-K", "--config", "--key", "--cacert", "--capath", "--netrc-file", "--proxy-key", "--proxy-cacert", "--crlfile", "--etag-compare"}
-_CURL_WRITES = {"-o", "--output", "-D", "--dump-header", "-c", "--cookie-jar", "--trace", "--trace-ascii", "--stderr", "--libcurl", "--etag-save", "--hsts", "--alt-svc", "--output-dir"}
+_CURL_READS = {
+    "-T",
+    "--upload-file",
+    "-K",
+    "--config",
+    "--key",
+    "--cacert",
+    "--capath",
+    "--netrc-file",
+    "--proxy-key",
+    "--proxy-cacert",
+    "--crlfile",
+    "--etag-compare",
+}
+_CURL_WRITES = {
+    "-o",
+    "--output",
+    "-D",
+    "--dump-header",
+    "-c",
+    "--cookie-jar",
+    "--trace",
+    "--trace-ascii",
+    "--stderr",
+    "--libcurl",
+    "--etag-save",
+    "--hsts",
+    "--alt-svc",
+    "--output-dir",
+}
 _NAME_AT_FILE = re.compile(r"^%?([^=@]*)@(.+)$")
 
 
@@ -197,23 +335,76 @@ def curl_effects(args: list[str]) -> Effects:
                 e.reads.append(rest[1:].split(";")[0].strip('"'))
         elif option in ("-E", "--cert", "--proxy-cert"):
             e.reads.append(value.split(":")[0])
-        elif option in ("-b", "--cookie") and "=" not in value:
-            e.reads.append(value)
-        elif option in _CURL_READS and value not in ("-", "."):
+        elif option in ("-b", "--cookie") and "=" not in value or option in _CURL_READS and value not in ("-", "."):
             e.reads.append(value)
         elif option in _CURL_WRITES and value != "-":
             e.writes.append(value)
     if remote_name:
-        e.writes += [os.path.basename(u.split("?")[0].rstrip("/")) for u in urls if "/" in u and os.path.basename(u.split("?")[0].rstrip("/"))]
+        e.writes += [
+            os.path.basename(u.split("?")[0].rstrip("/")) for u in urls if "/" in u and os.path.basename(u.split("?")[0].rstrip("/"))
+        ]
     return e
 
 
 _WGET_VALUES = frozenset(
-    "-O -o -a -i -P -e -t -T -w -U -l -A -R -D -I -X -B -Q --output-document --output-file --append-output "
-    "--input-file --directory-prefix --execute --post-file --body-file --post-data --body-data --load-cookies "
-    "--save-cookies --certificate --private-key --ca-certificate --ca-directory --crl-file --config --user "
-    "--password --header --method --user-agent --referer --warc-file --use-askpass --tries --timeout --wait "
-    "--level --accept --reject --domains --base --quota --bind-address --limit-rate --rejected-log".split()
+    [
+        "-O",
+        "-o",
+        "-a",
+        "-i",
+        "-P",
+        "-e",
+        "-t",
+        "-T",
+        "-w",
+        "-U",
+        "-l",
+        "-A",
+        "-R",
+        "-D",
+        "-I",
+        "-X",
+        "-B",
+        "-Q",
+        "--output-document",
+        "--output-file",
+        "--append-output",
+        "--input-file",
+        "--directory-prefix",
+        "--execute",
+        "--post-file",
+        "--body-file",
+        "--post-data",
+        "--body-data",
+        "--load-cookies",
+        "--save-cookies",
+        "--certificate",
+        "--private-key",
+        "--ca-certificate",
+        "--ca-directory",
+        "--crl-file",
+        "--config",
+        "--user",
+        "--password",
+        "--header",
+        "--method",
+        "--user-agent",
+        "--referer",
+        "--warc-file",
+        "--use-askpass",
+        "--tries",
+        "--timeout",
+        "--wait",
+        "--level",
+        "--accept",
+        "--reject",
+        "--domains",
+        "--base",
+        "--quota",
+        "--bind-address",
+        "--limit-rate",
+        "--rejected-log",
+    ]
 )
 
 
@@ -222,10 +413,32 @@ def wget_effects(args: list[str]) -> Effects:
     for option, value in scan(args, _WGET_VALUES):
         if option is None or value is None:
             continue
-        if option in ("--post-file", "--body-file", "--load-cookies", "--certificate", "--private-key", "--ca-certificate", "--crl-file", "--config", "-i", "--input-file"):
+        if option in (
+            "--post-file",
+            "--body-file",
+            "--load-cookies",
+            "--certificate",
+            "--private-key",
+            "--ca-certificate",
+            "--crl-file",
+            "--config",
+            "-i",
+            "--input-file",
+        ):
             if value != "-":
                 e.reads.append(value)
-        elif option in ("-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "--save-cookies", "--rejected-log", "-P", "--directory-prefix"):
+        elif option in (
+            "-O",
+            "--output-document",
+            "-o",
+            "--output-file",
+            "-a",
+            "--append-output",
+            "--save-cookies",
+            "--rejected-log",
+            "-P",
+            "--directory-prefix",
+        ):
             if value != "-":
                 e.writes.append(value)
         elif option == "--warc-file":
@@ -238,9 +451,36 @@ def wget_effects(args: list[str]) -> Effects:
 
 
 _HTTPIE_VALUES = frozenset(
-    "-a --auth -A --auth-type --session --session-read-only -o --output --cert --cert-key --cert-key-pass --verify "
-    "--proxy --pretty -s --style -p --print --timeout --max-redirects --format-options --response-charset "
-    "--response-mime --boundary --raw --default-scheme --ssl --ciphers".split()
+    [
+        "-a",
+        "--auth",
+        "-A",
+        "--auth-type",
+        "--session",
+        "--session-read-only",
+        "-o",
+        "--output",
+        "--cert",
+        "--cert-key",
+        "--cert-key-pass",
+        "--verify",
+        "--proxy",
+        "--pretty",
+        "-s",
+        "--style",
+        "-p",
+        "--print",
+        "--timeout",
+        "--max-redirects",
+        "--format-options",
+        "--response-charset",
+        "--response-mime",
+        "--boundary",
+        "--raw",
+        "--default-scheme",
+        "--ssl",
+        "--ciphers",
+    ]
 )
 _HTTPIE_ITEM = re.compile(r"^((?:\\.|[^=:@\\])*)(:=@|==@|=@|:@|@)(.+)$")
 
@@ -274,10 +514,48 @@ def httpie_effects(args: list[str]) -> Effects:
 # --- archives ----------------------------------------------------------------------------
 
 _TAR_VALUES = frozenset(
-    "-f -C -I -F -T -X -g -K -N -b -H -L -V --file --directory --use-compress-program --info-script "
-    "--new-volume-script --to-command --files-from --exclude-from --index-file --rsh-command --listed-incremental "
-    "--format --label --owner --group --mode --mtime --exclude --transform --xform --checkpoint-action --warning "
-    "--newer --suffix --starting-file --volno-file --rmt-command".split()
+    [
+        "-f",
+        "-C",
+        "-I",
+        "-F",
+        "-T",
+        "-X",
+        "-g",
+        "-K",
+        "-N",
+        "-b",
+        "-H",
+        "-L",
+        "-V",
+        "--file",
+        "--directory",
+        "--use-compress-program",
+        "--info-script",
+        "--new-volume-script",
+        "--to-command",
+        "--files-from",
+        "--exclude-from",
+        "--index-file",
+        "--rsh-command",
+        "--listed-incremental",
+        "--format",
+        "--label",
+        "--owner",
+        "--group",
+        "--mode",
+        "--mtime",
+        "--exclude",
+        "--transform",
+        "--xform",
+        "--checkpoint-action",
+        "--warning",
+        "--newer",
+        "--suffix",
+        "--starting-file",
+        "--volno-file",
+        "--rmt-command",
+    ]
 )
 _TAR_RUNS = {"-I", "--use-compress-program", "-F", "--info-script", "--new-volume-script", "--to-command", "--rsh-command", "--rmt-command"}
 
@@ -323,7 +601,17 @@ def tar_effects(args: list[str]) -> Effects:
 
 # --- git -----------------------------------------------------------------------------------
 
-GIT_GLOBAL_VALUES = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--attr-source", "--list-cmds"}
+GIT_GLOBAL_VALUES = {
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--attr-source",
+    "--list-cmds",
+}
 
 
 def git_globals(args: list[str]) -> tuple[list[tuple[str, str]], list[str], list[str], list[str]]:

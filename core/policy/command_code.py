@@ -175,7 +175,9 @@ def sed_effects(args: list[str], read: Callable[[str], str | None]) -> Effects:
 
 # --- awk ---------------------------------------------------------------------------------
 
-_AWK_VALUES = frozenset({"-F", "-v", "-f", "-e", "-i", "-l", "-E", "-W", "--field-separator", "--assign", "--file", "--source", "--include", "--load", "--exec"})
+_AWK_VALUES = frozenset(
+    {"-F", "-v", "-f", "-e", "-i", "-l", "-E", "-W", "--field-separator", "--assign", "--file", "--source", "--include", "--load", "--exec"}
+)
 _AWK_ATTACHED = frozenset({"-o", "-p", "-d", "--pretty-print", "--profile", "--dump-variables"})
 _AWK_OPS = ("|&", ">>", "||", "&&", "==", "!=", "<=", ">=", "!~", "++", "--", "+=", "-=", "*=", "/=", "%=", "^=", "**")
 _REGEX_AFTER_WORDS = {"print", "printf", "return", "in", "getline", "case"}
@@ -200,7 +202,13 @@ def _awk_tokens(s: str) -> list[tuple[str, str]]:
                 j += 2 if s[j] == "\\" else 1
             out.append(("str", "".join(text)))
             i = j + 1
-        elif c == "/" and (not out or out[-1][0] == "nl" or out[-1][0] == "op" and out[-1][1] not in (")", "]", "$", "++", "--") or out[-1] in (("word", w) for w in _REGEX_AFTER_WORDS)):
+        elif c == "/" and (
+            not out
+            or out[-1][0] == "nl"
+            or out[-1][0] == "op"
+            and out[-1][1] not in (")", "]", "$", "++", "--")
+            or out[-1] in (("word", w) for w in _REGEX_AFTER_WORDS)
+        ):
             j, bracket = i + 1, False
             while j < n and (bracket or s[j] != "/") and s[j] != "\n":
                 bracket = (bracket or s[j] == "[") and s[j] != "]"
@@ -309,24 +317,37 @@ def awk_effects(args: list[str], read: Callable[[str], str | None]) -> Effects:
 # --- inline code -------------------------------------------------------------------------
 
 _CODE_RULES = (
-    ("starts other programs", re.compile(
-        r"subprocess|\bos\s*\.\s*(system|popen\w*|exec\w*|spawn\w*|posix_spawn\w*|fork\w*|kill\w*|startfile)|\bpty\s*\.\s*spawn"
-        r"|commands\.getoutput|child_process|\bexec(Sync|File\w*)?\s*\(|\bspawn(Sync)?\s*\(|shell_exec|passthru|proc_open|\bpopen"
-        r"|pcntl_\w+|\bIO\s*\.\s*popen|Open3|%x[({\[<|!]|\bqx\s*[({\[<|/!'\"]|\bos\.execute|\bio\.popen|(?<![\w.])system2?\s*\("
-        r"|\bKernel\s*\.|Runtime\.getRuntime|ProcessBuilder|Deno\s*\.\s*(run|Command)|Bun\s*\.\s*(spawn\w*|\$)|Start-Process"
-        r"|Invoke-Expression|Invoke-Item|\biex\b|do\s+shell\s+script|\bkill\s*\(|multiprocessing|webbrowser|\bshell\s*\(", re.I)),
-    ("deletes or moves files", re.compile(
-        r"rmtree|remove_tree|\brm_rf?\b|\bunlink\w*|\brmdir\w*|removedirs|\bfs\s*\.\s*(rm|rmdir|unlink|truncate)\w*|\brmSync|rimraf"
-        r"|\b(File|Dir|FileUtils)\s*\.\s*(delete|unlink|rm\w*|remove\w*|rmdir|mv|move)|\bfile\.remove|\bos\s*\.\s*(remove|rename|replace|truncate|chmod|chown)"
-        r"|\bshutil\s*\.\s*(move|rmtree|chown)|Remove-Item|Move-Item|Clear-Content|Deno\s*\.\s*(remove|rename|truncate)|\brm\s+-\w|\btruncate\s*\(")),
-    ("runs code it builds", re.compile(
-        r"(?<![\w.])(exec|eval|execfile)\s*\(|__import__|import_module|importlib\s*\.\s*(util|machinery)|(?<![\w.])compile\s*\("
-        r"|__builtins__|\bbuiltins\b|__dict__|__globals__|__subclasses__|__getattribute__|__code__|\bsys\s*\.\s*modules"
-        r"|\bgetattr\s*\(\s*(os|posix|nt|shutil|subprocess|builtins|__builtins__|sys|pty|ctypes)\b|\bimport\s+(os|posix|nt|shutil|subprocess|pty|ctypes)\s+as\b"
-        r"|\bfrom\s+(os|posix|nt|shutil)\s+import\s+[^;\n]*\b(system|popen|exec\w*|spawn\w*|remove|unlink|rmdir|removedirs|rename|replace|fork\w*|kill\w*|rmtree|move|\*)"
-        r"|ctypes|cffi|\bmarshal\s*\.\s*loads?|\bpickle\s*\.\s*loads?|\bnew\s+Function|(?<![\w.])Function\s*\(|\bvm\s*\.\s*run"
-        r"|process\s*\.\s*(binding|dlopen)|\bdlopen|(?<![\w.])load(string)?\s*\(|\bdofile\b|\b(instance|class|module)_eval"
-        r"|\brequire\s*\(\s*[^'\"`\s)]|\bimport\s*\(\s*[^'\"`\s)]")),
+    (
+        "starts other programs",
+        re.compile(
+            r"subprocess|\bos\s*\.\s*(system|popen\w*|exec\w*|spawn\w*|posix_spawn\w*|fork\w*|kill\w*|startfile)|\bpty\s*\.\s*spawn"
+            r"|commands\.getoutput|child_process|\bexec(Sync|File\w*)?\s*\(|\bspawn(Sync)?\s*\(|shell_exec|passthru|proc_open|\bpopen"
+            r"|pcntl_\w+|\bIO\s*\.\s*popen|Open3|%x[({\[<|!]|\bqx\s*[({\[<|/!'\"]|\bos\.execute|\bio\.popen|(?<![\w.])system2?\s*\("
+            r"|\bKernel\s*\.|Runtime\.getRuntime|ProcessBuilder|Deno\s*\.\s*(run|Command)|Bun\s*\.\s*(spawn\w*|\$)|Start-Process"
+            r"|Invoke-Expression|Invoke-Item|\biex\b|do\s+shell\s+script|\bkill\s*\(|multiprocessing|webbrowser|\bshell\s*\(",
+            re.I,
+        ),
+    ),
+    (
+        "deletes or moves files",
+        re.compile(
+            r"rmtree|remove_tree|\brm_rf?\b|\bunlink\w*|\brmdir\w*|removedirs|\bfs\s*\.\s*(rm|rmdir|unlink|truncate)\w*|\brmSync|rimraf"
+            r"|\b(File|Dir|FileUtils)\s*\.\s*(delete|unlink|rm\w*|remove\w*|rmdir|mv|move)|\bfile\.remove|\bos\s*\.\s*(remove|rename|replace|truncate|chmod|chown)"
+            r"|\bshutil\s*\.\s*(move|rmtree|chown)|Remove-Item|Move-Item|Clear-Content|Deno\s*\.\s*(remove|rename|truncate)|\brm\s+-\w|\btruncate\s*\("
+        ),
+    ),
+    (
+        "runs code it builds",
+        re.compile(
+            r"(?<![\w.])(exec|eval|execfile)\s*\(|__import__|import_module|importlib\s*\.\s*(util|machinery)|(?<![\w.])compile\s*\("
+            r"|__builtins__|\bbuiltins\b|__dict__|__globals__|__subclasses__|__getattribute__|__code__|\bsys\s*\.\s*modules"
+            r"|\bgetattr\s*\(\s*(os|posix|nt|shutil|subprocess|builtins|__builtins__|sys|pty|ctypes)\b|\bimport\s+(os|posix|nt|shutil|subprocess|pty|ctypes)\s+as\b"
+            r"|\bfrom\s+(os|posix|nt|shutil)\s+import\s+[^;\n]*\b(system|popen|exec\w*|spawn\w*|remove|unlink|rmdir|removedirs|rename|replace|fork\w*|kill\w*|rmtree|move|\*)"
+            r"|ctypes|cffi|\bmarshal\s*\.\s*loads?|\bpickle\s*\.\s*loads?|\bnew\s+Function|(?<![\w.])Function\s*\(|\bvm\s*\.\s*run"
+            r"|process\s*\.\s*(binding|dlopen)|\bdlopen|(?<![\w.])load(string)?\s*\(|\bdofile\b|\b(instance|class|module)_eval"
+            r"|\brequire\s*\(\s*[^'\"`\s)]|\bimport\s*\(\s*[^'\"`\s)]"
+        ),
+    ),
 )
 # Languages whose calls need no parentheses (``system "cmd"``, backquotes run a shell).
 _BARE_CALLS = re.compile(r"`|(?<![\w.$@%>:-])(system|exec|spawn|fork|unlink|rmdir|kill|syscall)\b")
@@ -336,16 +357,24 @@ _CODE_NETWORK = re.compile(
     r"urllib|\brequests\s*\.|http\.client|httplib|\bhttpx\b|aiohttp|\bsocket\b|urlopen|(?<![\w.])fetch\s*\(|\bhttps?\s*\.\s*(get|request)"
     r"|\bnet\s*\.\s*(connect|createConnection|Socket)|XMLHttpRequest|WebSocket|Net::HTTP|open-uri|LWP|HTTP::Tiny|IO::Socket|curl_"
     r"|fsockopen|Invoke-WebRequest|Invoke-RestMethod|\biwr\b|\birm\b|download\.file|smtplib|ftplib|paramiko|Deno\s*\.\s*connect"
-    r"|Bun\s*\.\s*connect|['\"`](https?|ftp|wss?)://", re.I)
+    r"|Bun\s*\.\s*connect|['\"`](https?|ftp|wss?)://",
+    re.I,
+)
 _CODE_WRITES = (
     # open("p", "w") in python, ruby, lua (io.open), php (fopen)
     re.compile(r"""\b(?:open|fopen)\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*,\s*(?:mode\s*=\s*)?[rbfu]*(['"])(?P<mode>[^'"\n]*)\3"""),
     # Path("p").write_text(...)
-    re.compile(r"""\bPath\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*\)\s*\.\s*(?P<mode>write_text|write_bytes|touch|mkdir|symlink_to|hardlink_to|chmod|open\s*\(\s*['"][wax+])"""),
+    re.compile(
+        r"""\bPath\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*\)\s*\.\s*(?P<mode>write_text|write_bytes|touch|mkdir|symlink_to|hardlink_to|chmod|open\s*\(\s*['"][wax+])"""
+    ),
     # writeFileSync("p", ...), File.write("p"), file_put_contents("p")
-    re.compile(r"""\b(?P<mode>writeFile\w*|appendFile\w*|createWriteStream|mkdirSync|writeTextFile|Bun\.write|file_put_contents|File\.write|IO\.write|writeLines|saveRDS)\s*\(\s*(['"`])(?P<path>[^'"`\n]+)\2"""),
+    re.compile(
+        r"""\b(?P<mode>writeFile\w*|appendFile\w*|createWriteStream|mkdirSync|writeTextFile|Bun\.write|file_put_contents|File\.write|IO\.write|writeLines|saveRDS)\s*\(\s*(['"`])(?P<path>[^'"`\n]+)\2"""
+    ),
     # perl: open(my $f, '>', 'p') or open(F, ">p")
-    re.compile(r"""\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*(['"])\s*(?P<mode>\+?>{1,2}|\+<)\s*(?P<path>[^'"\n]*)\1(?:\s*,\s*(['"])(?P<path3>[^'"\n]+)\4)?"""),
+    re.compile(
+        r"""\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*(['"])\s*(?P<mode>\+?>{1,2}|\+<)\s*(?P<path>[^'"\n]*)\1(?:\s*,\s*(['"])(?P<path3>[^'"\n]+)\4)?"""
+    ),
 )
 
 

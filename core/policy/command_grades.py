@@ -12,25 +12,99 @@ from core.policy import command_args as args_
 from core.policy import command_code as code_
 from core.policy.command_args import DANGEROUS, HARD, NORMAL, SAFE
 from core.policy.command_tables import (
-    AWKS, INTERPRETERS, NETWORK_SCHEMES, PYTHON_MODULES_READ, READERS, RUNS_PROJECT_CODE, SUBCOMMAND_READS, SUBCOMMAND_RUNS_CODE,
-    git_key_runs_code, network_use,
+    AWKS,
+    INTERPRETERS,
+    NETWORK_SCHEMES,
+    PYTHON_MODULES_READ,
+    READERS,
+    RUNS_PROJECT_CODE,
+    SUBCOMMAND_READS,
+    SUBCOMMAND_RUNS_CODE,
+    git_key_runs_code,
+    network_use,
 )
 from core.policy.commands import Script, SimpleCommand
 
 _WRITERS = {"cp", "mv", "install", "rsync", "ln", "touch", "mkdir", "rm", "rmdir", "unlink", "truncate", "tee", "shred"}
 _MODE_WRITERS = {"chmod", "chown", "chgrp"}
-_HARD_PROGRAMS = {"mke2fs", "mkswap", "fdisk", "sfdisk", "cfdisk", "parted", "gdisk", "sgdisk", "wipefs", "shutdown", "reboot", "halt", "poweroff"}
+_HARD_PROGRAMS = {
+    "mke2fs",
+    "mkswap",
+    "fdisk",
+    "sfdisk",
+    "cfdisk",
+    "parted",
+    "gdisk",
+    "sgdisk",
+    "wipefs",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+}
 _KILLERS = {"kill", "killall", "pkill", "skill", "xkill", "taskkill"}
-_DB_CLIENTS = {"psql", "mysql", "mariadb", "sqlite3", "sqlcmd", "duckdb", "clickhouse", "clickhouse-client", "cockroach", "mongosh", "mongo", "redis-cli", "pgcli", "mycli", "litecli"}
-_SQL_DANGER = re.compile(r"\b(drop\s+(table|database|schema|index|view|user|role|collection)|truncate(\s+table)?\s+\w|flushall|flushdb|dropdatabase\s*\()", re.I)
-_PUBLISH = {("npm", "publish"), ("yarn", "publish"), ("pnpm", "publish"), ("cargo", "publish"), ("twine", "upload"), ("gem", "push"), ("poetry", "publish"), ("uv", "publish"), ("docker", "push")}
+_DB_CLIENTS = {
+    "psql",
+    "mysql",
+    "mariadb",
+    "sqlite3",
+    "sqlcmd",
+    "duckdb",
+    "clickhouse",
+    "clickhouse-client",
+    "cockroach",
+    "mongosh",
+    "mongo",
+    "redis-cli",
+    "pgcli",
+    "mycli",
+    "litecli",
+}
+_SQL_DANGER = re.compile(
+    r"\b(drop\s+(table|database|schema|index|view|user|role|collection)|truncate(\s+table)?\s+\w|flushall|flushdb|dropdatabase\s*\()", re.I
+)
+_PUBLISH = {
+    ("npm", "publish"),
+    ("yarn", "publish"),
+    ("pnpm", "publish"),
+    ("cargo", "publish"),
+    ("twine", "upload"),
+    ("gem", "push"),
+    ("poetry", "publish"),
+    ("uv", "publish"),
+    ("docker", "push"),
+}
 _DESTROY = {("terraform", "destroy"), ("kubectl", "delete"), ("helm", "uninstall"), ("helm", "delete"), ("gcloud", "delete")}
 _FORK_CODE = re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(true|1)\s*\)?\s*:?\s*os\.fork\(\)", re.I)
 _REMOTE = re.compile(r"^(?:[\w.+-]+@)?[\w.-]+:(?!//)|^[\w.-]+::|^rsync://")
 _GIT_READ = {
-    "status", "diff", "log", "show", "blame", "shortlog", "describe", "rev-parse", "ls-files", "ls-tree", "ls-remote",
-    "cat-file", "show-ref", "merge-base", "for-each-ref", "rev-list", "name-rev", "whatchanged", "diff-tree",
-    "diff-index", "diff-files", "count-objects", "version", "help", "check-ignore", "grep", "--version",
+    "status",
+    "diff",
+    "log",
+    "show",
+    "blame",
+    "shortlog",
+    "describe",
+    "rev-parse",
+    "ls-files",
+    "ls-tree",
+    "ls-remote",
+    "cat-file",
+    "show-ref",
+    "merge-base",
+    "for-each-ref",
+    "rev-list",
+    "name-rev",
+    "whatchanged",
+    "diff-tree",
+    "diff-index",
+    "diff-files",
+    "count-objects",
+    "version",
+    "help",
+    "check-ignore",
+    "grep",
+    "--version",
 }
 
 
@@ -42,18 +116,22 @@ class Grades:
     def _network(self, prog: str, argv: list[str], level: int, cwd: Path) -> None:
         args = argv[1:]
         words = [a for a in (args_.git_globals(args)[3] if prog == "git" else args) if not a.startswith("-")]
-        if network_use(prog, words):
-            self.network = True
-        elif prog == "rsync" and any(_REMOTE.match(a) for a in words):
-            self.network = True
-        elif prog == "pacman" and any(re.match(r"^-[A-Za-z]*[SU]", a) for a in args):
-            self.network = True
-        elif level > SAFE and any(a.startswith(NETWORK_SCHEMES) or re.match(r"^[\w.-]+@[\w.-]+:", a) for a in args):
+        if (
+            network_use(prog, words)
+            or prog == "rsync"
+            and any(_REMOTE.match(a) for a in words)
+            or prog == "pacman"
+            and any(re.match(r"^-[A-Za-z]*[SU]", a) for a in args)
+            or level > SAFE
+            and any(a.startswith(NETWORK_SCHEMES) or re.match(r"^[\w.-]+@[\w.-]+:", a) for a in args)
+        ):
             self.network = True
         if prog in ("ssh", "scp", "sftp", "rsync", "git"):
             for i, word in enumerate(args):
                 value = args[i + 1] if word == "-o" and i + 1 < len(args) else word[2:] if word.startswith("-o") else ""
-                if re.match(r"(?i)(proxycommand|localcommand|knownhostscommand|pkcs11provider|securitykeyprovider|permitlocalcommand)\b", value):
+                if re.match(
+                    r"(?i)(proxycommand|localcommand|knownhostscommand|pkcs11provider|securitykeyprovider|permitlocalcommand)\b", value
+                ):
                     self.flag(DANGEROUS, f"{prog} runs a local command or library ({value.split('=')[0]})")
                 if prog in ("rsync", "scp") and word in ("-e", "--rsh", "-S") and i + 1 < len(args):
                     self.nested_text(args[i + 1], cwd, False)
@@ -80,9 +158,20 @@ class Grades:
             return self._git(argv, cwd)
         if prog in _KILLERS or (prog == "fuser" and "k" in flags):
             return DANGEROUS, f"it stops processes ({prog})"
-        if prog in ("systemctl", "service", "launchctl") and {"stop", "kill", "disable", "mask", "restart", "unload", "remove", "bootout"} & set(plain):
+        if prog in ("systemctl", "service", "launchctl") and {
+            "stop",
+            "kill",
+            "disable",
+            "mask",
+            "restart",
+            "unload",
+            "remove",
+            "bootout",
+        } & set(plain):
             return DANGEROUS, f"it stops services ({prog})"
-        if prog in ("hermes-editor", "hermes-mcp") and ({"approvals", "pairing", "--trust-client-approvals"} & set(plain + args) or sub == "setup"):
+        if prog in ("hermes-editor", "hermes-mcp") and (
+            {"approvals", "pairing", "--trust-client-approvals"} & set(plain + args) or sub == "setup"
+        ):
             return DANGEROUS, f"it answers approvals or changes who may act ({prog} {sub}); only you may do that"
         if (prog, sub) in _PUBLISH:
             return DANGEROUS, f"it publishes ({prog} {sub}), which cannot be undone"
@@ -96,7 +185,15 @@ class Grades:
             return DANGEROUS, f"it gives a container this machine ({prog} {sub} with the host's root, PID space or engine)"
         if prog in ("dropdb", "dropuser") or self._sql_danger(prog, args, command, script):
             return DANGEROUS, "it drops or truncates database data"
-        if prog in ("python", "python3") and sub == "manage.py" and "flush" in plain or prog in ("rails", "rake") and sub in ("db:drop", "db:reset") or prog == "prisma" and plain[:2] == ["migrate", "reset"]:
+        if (
+            prog in ("python", "python3")
+            and sub == "manage.py"
+            and "flush" in plain
+            or prog in ("rails", "rake")
+            and sub in ("db:drop", "db:reset")
+            or prog == "prisma"
+            and plain[:2] == ["migrate", "reset"]
+        ):
             return DANGEROUS, "it wipes a database"
         if prog == "aws" and plain[:2] in (["s3", "rm"], ["s3", "rb"]):
             return DANGEROUS, "it deletes cloud storage"
@@ -137,7 +234,9 @@ class Grades:
         targets = plain[1:] if prog in _MODE_WRITERS else plain[-1:] if prog in ("cp", "install", "rsync", "ln") else plain
         if "--no-preserve-root" in args:
             return HARD, f"{prog} --no-preserve-root"
-        if (prog in ("rm", "chmod", "chown", "chgrp") and recursive or prog == "mv") and any(self._is_root_target(t, cwd) for t in (targets if prog != "mv" else targets[:-1])):
+        if (prog in ("rm", "chmod", "chown", "chgrp") and recursive or prog == "mv") and any(
+            self._is_root_target(t, cwd) for t in (targets if prog != "mv" else targets[:-1])
+        ):
             return HARD, f"{prog} on / or a home directory"
         for target in targets:
             if not (prog == "rsync" and _REMOTE.match(target)):
@@ -167,7 +266,11 @@ class Grades:
         flags = set(rest)
         short = "".join(a[1:] for a in rest if a.startswith("-") and not a.startswith("--"))
         self._git_options(sub, rest, plain, cwd)
-        if sub == "push" and (flags & {"-f", "--force", "--mirror", "--delete", "-d", "--prune", "--force-if-includes"} or any(a.startswith("--force-with-lease") for a in rest) or any(p.startswith(("+", ":")) for p in plain)):
+        if sub == "push" and (
+            flags & {"-f", "--force", "--mirror", "--delete", "-d", "--prune", "--force-if-includes"}
+            or any(a.startswith("--force-with-lease") for a in rest)
+            or any(p.startswith(("+", ":")) for p in plain)
+        ):
             return DANGEROUS, "it force-pushes or deletes remote branches (git push)"
         if sub == "reset" and flags & {"--hard", "--merge", "--keep"}:
             return DANGEROUS, "git reset --hard discards uncommitted changes"
@@ -177,15 +280,26 @@ class Grades:
             return DANGEROUS, "git checkout discards uncommitted changes"
         if sub == "restore" and not (flags & {"--staged", "-S"} and not flags & {"--worktree", "-W"}):
             return DANGEROUS, "git restore discards uncommitted changes"
-        if (sub == "stash" and plain[:1] in (["drop"], ["clear"])) or (sub == "branch" and ("D" in short or ("d" in short or "--delete" in flags) and ("f" in short or "--force" in flags))):
+        if (sub == "stash" and plain[:1] in (["drop"], ["clear"])) or (
+            sub == "branch" and ("D" in short or ("d" in short or "--delete" in flags) and ("f" in short or "--force" in flags))
+        ):
             return DANGEROUS, f"git {sub} deletes work that may not be saved elsewhere"
-        if sub in ("filter-branch", "filter-repo") or (sub == "reflog" and plain[:1] in (["expire"], ["delete"])) or (sub == "gc" and any(a.startswith("--prune") for a in rest)) or (sub == "update-ref" and "-d" in flags):
+        if (
+            sub in ("filter-branch", "filter-repo")
+            or (sub == "reflog" and plain[:1] in (["expire"], ["delete"]))
+            or (sub == "gc" and any(a.startswith("--prune") for a in rest))
+            or (sub == "update-ref" and "-d" in flags)
+        ):
             return DANGEROUS, f"git {sub} rewrites or prunes history"
         if sub == "config":
             return self._git_config(rest, cwd)
         read_only = (
             sub in _GIT_READ
-            or (sub == "branch" and (not plain or flags & {"--list", "-l", "-a", "-r", "-v", "-vv", "--show-current", "--contains", "--merged"}) and not short.strip("avrl"))
+            or (
+                sub == "branch"
+                and (not plain or flags & {"--list", "-l", "-a", "-r", "-v", "-vv", "--show-current", "--contains", "--merged"})
+                and not short.strip("avrl")
+            )
             or (sub == "tag" and (not plain or flags & {"-l", "--list"}))
             or (sub == "remote" and (not plain or plain[0] in ("show", "get-url")))
             or (sub == "stash" and plain[:1] in (["list"], ["show"]))
@@ -251,7 +365,10 @@ class Grades:
         if key and git_key_runs_code(key, operands[1] if len(operands) > 1 else ""):
             self.flag(DANGEROUS, f"it sets git's {key}, which makes git run a program")
         path = target or args_.git_config_file(cwd)
-        self.flag(NORMAL, "it changes git's global configuration" if target == self.home / ".gitconfig" else f"it changes git's configuration ({path})")
+        self.flag(
+            NORMAL,
+            "it changes git's global configuration" if target == self.home / ".gitconfig" else f"it changes git's configuration ({path})",
+        )
         if path is not None:
             self._write_path(path)
         return NORMAL, "git config changes git's configuration"
@@ -269,13 +386,36 @@ class Grades:
                         self.flag(DANGEROUS, f"its {prog} program is made by a command substitution, which cannot be checked")
                     self.flag(NORMAL, f"its {prog} program depends on a variable")
         elif prog == "sort":
-            for option, value in args_.scan(args, {"-o", "--output", "-k", "-t", "-S", "-T", "--compress-program", "--files0-from", "--random-source", "--parallel", "--batch-size", "--key", "--field-separator", "--buffer-size", "--temporary-directory"}):
+            for option, value in args_.scan(
+                args,
+                {
+                    "-o",
+                    "--output",
+                    "-k",
+                    "-t",
+                    "-S",
+                    "-T",
+                    "--compress-program",
+                    "--files0-from",
+                    "--random-source",
+                    "--parallel",
+                    "--batch-size",
+                    "--key",
+                    "--field-separator",
+                    "--buffer-size",
+                    "--temporary-directory",
+                },
+            ):
                 if option in ("-o", "--output") and value:
                     self._write(value, cwd)
                 elif option == "--compress-program":
                     self.flag(DANGEROUS, f"sort runs a program to compress its temporary files ({value})")
         elif prog in ("uniq", "xxd"):
-            values = {"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"} if prog == "uniq" else {"-c", "-g", "-l", "-s", "-o", "-n", "-cols", "-len", "-seek", "-name"}
+            values = (
+                {"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"}
+                if prog == "uniq"
+                else {"-c", "-g", "-l", "-s", "-o", "-n", "-cols", "-len", "-seek", "-name"}
+            )
             operands = [v for o, v in args_.scan(args, values) if o is None]
             if len(operands) > 1 and operands[1] != "-":
                 self._write(operands[1], cwd)
@@ -284,7 +424,11 @@ class Grades:
         elif prog == "find":
             if "-delete" in flags:
                 start = plain[0] if plain else "."
-                return (HARD, "find -delete on / or a home directory") if self._is_root_target(start, cwd) else (DANGEROUS, "find -delete deletes recursively")
+                return (
+                    (HARD, "find -delete on / or a home directory")
+                    if self._is_root_target(start, cwd)
+                    else (DANGEROUS, "find -delete deletes recursively")
+                )
             for i, arg in enumerate(args[:-1]):
                 if arg in ("-fprint", "-fprint0", "-fprintf", "-fls"):
                     self._write(args[i + 1], cwd)
@@ -293,7 +437,9 @@ class Grades:
         elif prog == "man" and any(a in ("-P", "-H") or a.startswith(("--pager", "--html", "-P", "-H")) for a in args):
             return NORMAL, "man runs the program given as its pager or browser"
         elif prog == "less":
-            for option, value in args_.scan(args, {"-o", "-O", "--log-file", "--LOG-FILE", "-k", "--lesskey-file", "-x", "-y", "-b", "-h", "-j", "-z", "-P", "-T", "-t"}):
+            for option, value in args_.scan(
+                args, {"-o", "-O", "--log-file", "--LOG-FILE", "-k", "--lesskey-file", "-x", "-y", "-b", "-h", "-j", "-z", "-P", "-T", "-t"}
+            ):
                 if option in ("-o", "-O", "--log-file", "--LOG-FILE") and value:
                     self._write(value, cwd)
                 elif option in ("-k", "--lesskey-file"):
@@ -317,7 +463,11 @@ class Grades:
                     self._write(value, cwd)
             if sub == "format" and not flags & {"--check", "--diff"}:
                 return NORMAL, "ruff format with these options writes files"
-            if sub not in ("check", "format", "") or flags & {"--fix", "--fix-only", "--unsafe-fixes", "--add-noqa", "--watch"} and "--no-fix" not in flags:
+            if (
+                sub not in ("check", "format", "")
+                or flags & {"--fix", "--fix-only", "--unsafe-fixes", "--add-noqa", "--watch"}
+                and "--no-fix" not in flags
+            ):
                 return NORMAL, f"ruff {sub} with these options writes files".replace("  ", " ")
         elif prog == "black" and not flags & {"--check", "--diff"}:
             return NORMAL, "black without --check writes files"
@@ -342,6 +492,8 @@ def _host_access(args: list[str]) -> bool:
             return True
         if name in ("--pid", "--userns", "--ipc", "--uts") and value == "host":
             return True
-        if name in ("-v", "--volume", "--mount") and (value.startswith("/:") or re.search(r"(^|,)(source|src)=/(,|$)", value) or "docker.sock" in value):
+        if name in ("-v", "--volume", "--mount") and (
+            value.startswith("/:") or re.search(r"(^|,)(source|src)=/(,|$)", value) or "docker.sock" in value
+        ):
             return True
     return False

@@ -26,35 +26,112 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from core.paths import within
 from core.policy import command_args as args_
 from core.policy import command_code as code_
 from core.policy.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects, unchecked
 from core.policy.command_grades import Grades
 from core.policy.command_tables import (
-    BWRAP_ARITY, DOWNLOADERS, ELSEWHERE, HARMLESS_GIT_VARIABLES, INLINE_CODE, INTERPRETERS, LOOKUP_VARIABLES,
-    PYTHON_MODULES, PYTHON_MODULES_CODE, RUNNERS, SHELLS, WRAPPER_OPTIONS, WRAPPER_POSITIONALS, variable_runs_code,
+    BWRAP_ARITY,
+    DOWNLOADERS,
+    ELSEWHERE,
+    HARMLESS_GIT_VARIABLES,
+    INLINE_CODE,
+    INTERPRETERS,
+    LOOKUP_VARIABLES,
+    PYTHON_MODULES,
+    PYTHON_MODULES_CODE,
+    RUNNERS,
+    SHELLS,
+    WRAPPER_OPTIONS,
+    WRAPPER_POSITIONALS,
+    variable_runs_code,
 )
 from core.policy.commands import ParseError, Script, SimpleCommand, parse
-from core.paths import within
 
 __all__ = ["Assessment", "Level", "assess", "rule_key"]
 
 Level = Literal["safe", "normal", "dangerous", "hard"]
 _NAMES: tuple[Level, ...] = ("safe", "normal", "dangerous", "hard")
 _SUBCOMMAND_PROGRAMS = {
-    "git", "npm", "yarn", "pnpm", "bun", "cargo", "go", "docker", "kubectl", "uv", "poetry", "pip", "pip3", "make",
-    "gh", "dotnet", "mvn", "gradle", "gradlew", "bundle", "rails", "rake", "terraform", "helm", "brew", "apt",
-    "apt-get", "systemctl", "npx", "deno", "mix", "ruff",
+    "git",
+    "npm",
+    "yarn",
+    "pnpm",
+    "bun",
+    "cargo",
+    "go",
+    "docker",
+    "kubectl",
+    "uv",
+    "poetry",
+    "pip",
+    "pip3",
+    "make",
+    "gh",
+    "dotnet",
+    "mvn",
+    "gradle",
+    "gradlew",
+    "bundle",
+    "rails",
+    "rake",
+    "terraform",
+    "helm",
+    "brew",
+    "apt",
+    "apt-get",
+    "systemctl",
+    "npx",
+    "deno",
+    "mix",
+    "ruff",
 }
 _BLOCK_DEVICE = re.compile(r"^/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d|mapper/|loop\d|sr\d)")
 _HARMLESS_DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/random", "/dev/urandom"}
-_SYSTEM_DIRS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/sys", "/proc", "/dev", "/var", "/opt", "/root", "/srv", "/snap", "/System", "/Library", "/private/etc", "/private/var")
+_SYSTEM_DIRS = (
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/boot",
+    "/sys",
+    "/proc",
+    "/dev",
+    "/var",
+    "/opt",
+    "/root",
+    "/srv",
+    "/snap",
+    "/System",
+    "/Library",
+    "/private/etc",
+    "/private/var",
+)
 _TEMP_DIRS = ("/var/tmp", "/var/folders", "/private/var/folders", "/private/tmp")
 # For lines that do not parse; parsed lines are checked structurally (a function that pipes or
 # backgrounds itself).
 _FORK_TEXT = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
 _SETTERS = {"export", "declare", "typeset", "local", "readonly"}
-_STDIN_INTERPRETERS = {"python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "osascript", "tclsh"}
+_STDIN_INTERPRETERS = {
+    "python",
+    "python2",
+    "python3",
+    "pypy",
+    "pypy3",
+    "perl",
+    "ruby",
+    "node",
+    "nodejs",
+    "php",
+    "lua",
+    "luajit",
+    "osascript",
+    "tclsh",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +227,16 @@ class _Judge(Grades):
 
     def result(self) -> Assessment:
         reads = tuple(dict.fromkeys(self.reads))[:1000]
-        return Assessment(_NAMES[self.level], self.reason, tuple(dict.fromkeys(self.writes)), reads, tuple(dict.fromkeys(self.keys)), tuple(dict.fromkeys(self.all_keys)), tuple(dict.fromkeys(self.programs)), self.network)
+        return Assessment(
+            _NAMES[self.level],
+            self.reason,
+            tuple(dict.fromkeys(self.writes)),
+            reads,
+            tuple(dict.fromkeys(self.keys)),
+            tuple(dict.fromkeys(self.all_keys)),
+            tuple(dict.fromkeys(self.programs)),
+            self.network,
+        )
 
     def apply(self, effects: Effects, cwd: Path, *, sends: bool = False) -> None:
         """Take in what an inspector found; ``sends``: its reads leave the machine, so they count
@@ -194,7 +280,15 @@ class _Judge(Grades):
             if _FORK_TEXT.search(text):
                 self.flag(HARD, "a fork bomb")
 
-    def run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: tuple[str, str | None] | None = None) -> None:
+    def run(
+        self,
+        argv: list[str],
+        command: SimpleCommand,
+        script: Script,
+        cwd: Path,
+        privileged: bool,
+        source: tuple[str, str | None] | None = None,
+    ) -> None:
         """Judge one program run, looking through wrappers and into the commands it runs.
 
         ``source`` says where its arguments come from: ("input", replace-string) under xargs,
@@ -206,7 +300,9 @@ class _Judge(Grades):
         finally:
             self.current = max(outer, self.current)
 
-    def _run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: tuple[str, str | None] | None) -> None:
+    def _run(
+        self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: tuple[str, str | None] | None
+    ) -> None:
         self._assignments(command.assignments, cwd)
         while argv:
             if argv[0] in self.aliases and argv[0] not in self.expanding:
@@ -246,7 +342,9 @@ class _Judge(Grades):
                     if argv[i - 1] == "--":
                         break
                 argv = argv[i:]
-            elif prog == "script" and (at := next((i for i, a in enumerate(argv[1:-1], 1) if a == "--command" or a[:1] == "-" and a[1:2] != "-" and "c" in a), 0)):
+            elif prog == "script" and (
+                at := next((i for i, a in enumerate(argv[1:-1], 1) if a == "--command" or a[:1] == "-" and a[1:2] != "-" and "c" in a), 0)
+            ):
                 return self.nested_text(argv[at + 1], cwd, privileged)
             elif prog in WRAPPER_OPTIONS or prog in WRAPPER_POSITIONALS:
                 if prog in ELSEWHERE:
@@ -424,7 +522,13 @@ class _Judge(Grades):
 
     def _source(self, argv, command: SimpleCommand, script: Script) -> None:
         target = argv[1] if len(argv) > 1 else ""
-        if target.startswith("<(") or target in ("/dev/stdin", "-") or target.startswith(("/dev/fd/", "/proc/self/fd/")) or unchecked(target) and "$(" in target:
+        if (
+            target.startswith("<(")
+            or target in ("/dev/stdin", "-")
+            or target.startswith(("/dev/fd/", "/proc/self/fd/"))
+            or unchecked(target)
+            and "$(" in target
+        ):
             self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {target})")
 
     def _inline(self, argv, command: SimpleCommand, script: Script, cwd: Path, source) -> None:
@@ -471,7 +575,9 @@ class _Judge(Grades):
         """Code fetched from the network and run: ``curl ... | sh``, ``sh -c "$(curl ...)"``."""
         fetched = any(_runs(nested, DOWNLOADERS) for nested in command.nested)
         upstream = script.pipeline_of(command)
-        fetched |= any(c is not command and c.words and os.path.basename(c.words[0]) in DOWNLOADERS for c in upstream[: upstream.index(command)])
+        fetched |= any(
+            c is not command and c.words and os.path.basename(c.words[0]) in DOWNLOADERS for c in upstream[: upstream.index(command)]
+        )
         if fetched:
             self.flag(DANGEROUS, f"it runs code downloaded from the network ({argv[0]})")
 

@@ -16,7 +16,30 @@ from dataclasses import dataclass, field
 __all__ = ["ParseError", "Redirect", "Script", "SimpleCommand", "Word", "parse"]
 
 MAX_DEPTH = 8
-_OPERATORS = ("&>>", "<<<", "<<-", "&&", "||", ";;", ";&", "|&", ">>", ">|", ">&", "<&", "<>", "&>", "<<", "|", "&", ";", "<", ">", "(", ")")
+_OPERATORS = (
+    "&>>",
+    "<<<",
+    "<<-",
+    "&&",
+    "||",
+    ";;",
+    ";&",
+    "|&",
+    ">>",
+    ">|",
+    ">&",
+    "<&",
+    "<>",
+    "&>",
+    "<<",
+    "|",
+    "&",
+    ";",
+    "<",
+    ">",
+    "(",
+    ")",
+)
 REDIRECTS = frozenset({"&>>", "<<<", "<<-", ">>", ">|", ">&", "<&", "<>", "&>", "<<", "<", ">"})
 _START_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "fi", "done", "esac"})
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")

@@ -64,9 +64,7 @@ class GatewayStore:
 
     async def code_for_user(self, user_id: int) -> PairingCode | None:
         """The user's most recent code, whatever its state."""
-        row = await self._store._fetchone(
-            "SELECT * FROM pairing_codes WHERE user_id = ? ORDER BY created_at DESC LIMIT 1", (user_id,)
-        )
+        row = await self._store._fetchone("SELECT * FROM pairing_codes WHERE user_id = ? ORDER BY created_at DESC LIMIT 1", (user_id,))
         return PairingCode(**dict(row)) if row else None
 
     async def issue_code(self, code: PairingCode, *, max_pending: int) -> PairingCode:
@@ -77,16 +75,13 @@ class GatewayStore:
         async def body(conn: aiosqlite.Connection) -> PairingCode:
             now = code.created_at
             async with conn.execute(
-                "SELECT * FROM pairing_codes WHERE user_id = ? AND status = 'pending' AND expires_at > ?"
-                " ORDER BY created_at DESC LIMIT 1",
+                "SELECT * FROM pairing_codes WHERE user_id = ? AND status = 'pending' AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
                 (code.user_id, now),
             ) as cursor:
                 live = await cursor.fetchone()
             if live is not None:
                 return PairingCode(**dict(live))
-            async with conn.execute(
-                "SELECT COUNT(*) FROM pairing_codes WHERE status = 'pending' AND expires_at > ?", (now,)
-            ) as cursor:
+            async with conn.execute("SELECT COUNT(*) FROM pairing_codes WHERE status = 'pending' AND expires_at > ?", (now,)) as cursor:
                 (count,) = await cursor.fetchone()  # type: ignore[misc]
             if count >= max_pending:
                 await _exec(
@@ -258,8 +253,6 @@ class GatewayStore:
 
     async def set_remote_message(self, approval_id: str, message_id: int) -> None:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
-                conn, "UPDATE gateway_remote_approvals SET message_id = ? WHERE approval_id = ?", (message_id, approval_id)
-            )
+            return await _exec(conn, "UPDATE gateway_remote_approvals SET message_id = ? WHERE approval_id = ?", (message_id, approval_id))
 
         await self._store._write(body)

@@ -49,7 +49,7 @@ class JobRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> JobRecord:
-        return cls(**{k: row[k] for k in row.keys()} | {"paused": bool(row["paused"])})
+        return cls(**{k: row[k] for k in row.keys()} | {"paused": bool(row["paused"])})  # noqa: SIM118 (a Row iterates its values)
 
     @property
     def parsed(self) -> Schedule:
@@ -87,7 +87,7 @@ class RunRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> RunRecord:
-        return cls(**{k: row[k] for k in row.keys()})
+        return cls(**{k: row[k] for k in row.keys()})  # noqa: SIM118 (a Row iterates its values)
 
 
 class JobStore:
@@ -151,9 +151,7 @@ class JobStore:
         upcoming = job.next_run_at if paused else next_fire(job.parsed, now, anchor=job.created_at, tz=job.timezone)
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
-                conn, "UPDATE cron_jobs SET paused = ?, next_run_at = ? WHERE id = ?", (int(paused), upcoming, job_id)
-            )
+            return await _exec(conn, "UPDATE cron_jobs SET paused = ?, next_run_at = ? WHERE id = ?", (int(paused), upcoming, job_id))
 
         return bool(await self._store._write(body))
 
@@ -172,8 +170,7 @@ class JobStore:
         async def body(conn: aiosqlite.Connection) -> int:
             return await _exec(
                 conn,
-                "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status) "
-                "SELECT ?, id, ?, 'queued' FROM cron_jobs WHERE id = ?",
+                "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status) SELECT ?, id, ?, 'queued' FROM cron_jobs WHERE id = ?",
                 (run_id, now, job_id),
             )
 
@@ -237,8 +234,7 @@ class JobStore:
                 )
             # Manual runs, and runs orphaned by a gateway that stopped mid-run.
             async with conn.execute(
-                "SELECT id, status, attempts FROM cron_runs WHERE status = 'queued' "
-                "OR (status = 'running' AND lease_until < ?)",
+                "SELECT id, status, attempts FROM cron_runs WHERE status = 'queued' OR (status = 'running' AND lease_until < ?)",
                 (now,),
             ) as cursor:
                 waiting = list(await cursor.fetchall())
@@ -315,8 +311,7 @@ class JobStore:
 
         async def body(conn: aiosqlite.Connection) -> list[str]:
             async with conn.execute(
-                "SELECT id FROM cron_runs WHERE delivery_status = 'pending' AND delivery_next_at <= ?"
-                " ORDER BY delivery_next_at LIMIT ?",
+                "SELECT id FROM cron_runs WHERE delivery_status = 'pending' AND delivery_next_at <= ? ORDER BY delivery_next_at LIMIT ?",
                 (now, limit),
             ) as cursor:
                 ids = [r["id"] for r in await cursor.fetchall()]
@@ -338,9 +333,7 @@ class JobStore:
 
         await self._store._write(body)
 
-    async def delivery_failed(
-        self, run_id: str, error: str, *, max_attempts: int, delay: float = 5.0, now: float | None = None
-    ) -> str:
+    async def delivery_failed(self, run_id: str, error: str, *, max_attempts: int, delay: float = 5.0, now: float | None = None) -> str:
         """Count a failed delivery; returns the new delivery status (``pending`` or ``failed``).
 
         The next attempt waits ``delay`` seconds, quadrupling per failure (capped at 30 minutes).
@@ -356,8 +349,7 @@ class JobStore:
         async def body(conn: aiosqlite.Connection) -> int:
             return await _exec(
                 conn,
-                "UPDATE cron_runs SET delivery_status = ?, delivery_attempts = ?, delivery_error = ?,"
-                " delivery_next_at = ? WHERE id = ?",
+                "UPDATE cron_runs SET delivery_status = ?, delivery_attempts = ?, delivery_error = ?, delivery_next_at = ? WHERE id = ?",
                 (status, attempts, error[:500], None if status == "failed" else now + wait, run_id),
             )
 

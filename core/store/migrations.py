@@ -257,8 +257,7 @@ async def m002_gateway_cron_pairing(conn: aiosqlite.Connection) -> None:
 # Scripts written without spaces (Thai to Myanmar, CJK and Hangul, CJK compatibility): the
 # unicode61 tokenizer sees a whole run as one token, so their words cannot be found.
 _SPACELESS_SCRIPT = (
-    "'*[' || char(3584) || '-' || char(4255) || char(11904) || '-' || char(55215)"
-    " || char(63744) || '-' || char(64255) || ']*'"
+    "'*[' || char(3584) || '-' || char(4255) || char(11904) || '-' || char(55215) || char(63744) || '-' || char(64255) || ']*'"
 )
 
 

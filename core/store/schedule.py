@@ -221,4 +221,3 @@ def fmt_time(epoch: float | None, tz: str | None = None) -> str:
     if epoch is None:
         return "-"
     return datetime.fromtimestamp(epoch, zone(tz)).strftime("%Y-%m-%d %H:%M %Z").strip()
-

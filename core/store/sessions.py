@@ -96,9 +96,7 @@ class SessionStore:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
     # -- sessions -------------------------------------------------------------------------
@@ -238,9 +236,7 @@ class SessionStore:
 
     # -- messages -------------------------------------------------------------------------
 
-    async def append_message(
-        self, session_id: str, message: Message, *, created_at: float | None = None
-    ) -> StoredMessage:
+    async def append_message(self, session_id: str, message: Message, *, created_at: float | None = None) -> StoredMessage:
         """Append a completed message to a session, as the next ``seq``, and bump ``updated_at``."""
         content = dump_message(message)
         clean = scrub(content)
@@ -252,14 +248,10 @@ class SessionStore:
         created = now if created_at is None else created_at
 
         async def body(conn: aiosqlite.Connection) -> tuple[int, int]:
-            if not await _exec(
-                conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, session_id)
-            ):
+            if not await _exec(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, session_id)):
                 raise SessionNotFoundError(session_id)
             # Safe as max+1 only because BEGIN IMMEDIATE already holds the write lock.
-            async with conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?", (session_id,)
-            ) as cursor:
+            async with conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?", (session_id,)) as cursor:
                 (seq,) = await cursor.fetchone() or (1,)
             async with conn.execute(
                 "INSERT INTO messages (session_id, seq, role, content, text, tool_name, created_at, completed_at)"
@@ -280,9 +272,7 @@ class SessionStore:
         async def body(conn: aiosqlite.Connection) -> int:
             if not await _exec(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, target_id)):
                 raise SessionNotFoundError(target_id)
-            async with conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (target_id,)
-            ) as cursor:
+            async with conn.execute("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (target_id,)) as cursor:
                 (offset,) = await cursor.fetchone() or (0,)
             async with conn.execute(
                 "INSERT INTO messages (session_id, seq, role, content, text, tool_name, created_at, completed_at)"
@@ -513,9 +503,7 @@ class _Opening:
         self._store = await self._open()
         return self._store
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._store is not None:
             await self._store.close()
 

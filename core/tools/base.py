@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
-from core.host.checkpoints import Checkpoints
 from core.events import DiffContent, Event, Location, Notice, PermissionNeeded, ToolContent, ToolKind, ToolUpdated
+from core.host.checkpoints import Checkpoints
 from core.host.local import BinaryFileError, Host, TextFile, encode_text
+from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 from core.messages import FileDiff, ToolCallPart, ToolResultMessage
 from core.models.base import ToolSpec
 from core.paths import within
+from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
 from core.redaction import scrub
-from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 
 __all__ = [
     "FileChange",
@@ -91,11 +91,7 @@ def _compact(node: Any, defs: dict) -> Any:
         return node
     if "$ref" in node:
         return _compact(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
-    return {
-        k: _compact(v, defs)
-        for k, v in node.items()
-        if not (k == "title" and isinstance(v, str)) and not (k == "default" and not v)
-    }
+    return {k: _compact(v, defs) for k, v in node.items() if not (k == "title" and isinstance(v, str)) and not (k == "default" and not v)}
 
 
 def tool(
@@ -191,7 +187,10 @@ def changed_region(old: str, new: str, context: int = 3) -> tuple[int, int, int,
     while prefix < limit and old[prefix] == new[prefix]:
         prefix += 1
     suffix, room = 0, limit - prefix
-    while suffix + _CHUNK <= room and old[len(old) - suffix - _CHUNK : len(old) - suffix] == new[len(new) - suffix - _CHUNK : len(new) - suffix]:
+    while (
+        suffix + _CHUNK <= room
+        and old[len(old) - suffix - _CHUNK : len(old) - suffix] == new[len(new) - suffix - _CHUNK : len(new) - suffix]
+    ):
         suffix += _CHUNK
     while suffix < room and old[len(old) - suffix - 1] == new[len(new) - suffix - 1]:
         suffix += 1
@@ -324,7 +323,11 @@ class ToolContext:
             if change.after is not None:
                 _check_encodable(change.move_to or change.path, change.after, change.encoding)
         diffs = [
-            display_diff(change.move_to or change.path, change.before.text if change.before else None, change.after if change.after is not None else "")
+            display_diff(
+                change.move_to or change.path,
+                change.before.text if change.before else None,
+                change.after if change.after is not None else "",
+            )
             for change in changes
             if change.move_to is None or (change.after is not None and change.before is not None and change.after != change.before.text)
         ]
@@ -333,7 +336,9 @@ class ToolContext:
         for change in changes:
             now = await self.current(change.path)
             if (now.text if now else None) != (change.before.text if change.before else None):
-                raise ToolError(f"{change.path} changed while waiting for approval; nothing was written. Read it again and redo the change.")
+                raise ToolError(
+                    f"{change.path} changed while waiting for approval; nothing was written. Read it again and redo the change."
+                )
             if change.move_to is not None and change.move_to.exists():
                 raise ToolError(f"{change.move_to} already exists; nothing was changed.")
         await self._checkpoint(touched)
@@ -540,8 +545,7 @@ def _check_encodable(path: Path, text: str, encoding: str) -> None:
     except UnicodeEncodeError as exc:
         char = exc.object[exc.start]
         raise ToolError(
-            f"{path} is encoded in {encoding}, which cannot hold {char!r} (U+{ord(char):04X}); "
-            f"use only characters that {encoding} has."
+            f"{path} is encoded in {encoding}, which cannot hold {char!r} (U+{ord(char):04X}); use only characters that {encoding} has."
         ) from None
 
 
@@ -601,9 +605,7 @@ async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext)
         output = ToolOutput(output)
     content = list(output.content) or [DiffContent(d.path, d.old_text, d.new_text) for d in output.diffs]
     return ToolRun(
-        ToolResultMessage(
-            tool_call_id=call.id, tool_name=call.name, content=scrub(output.text), diffs=list(output.diffs)
-        ),
+        ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=scrub(output.text), diffs=list(output.diffs)),
         content,
         False,
     )

@@ -153,9 +153,7 @@ def _normalise_schema(schema: Any) -> dict[str, Any]:
     if not isinstance(properties, dict):
         properties = {}
     # Boolean sub-schemas are valid JSON Schema, but Tool.spec() edits each property as a dict.
-    schema["properties"] = {
-        key: value if isinstance(value, dict) else ({} if value else {"not": {}}) for key, value in properties.items()
-    }
+    schema["properties"] = {key: value if isinstance(value, dict) else ({} if value else {"not": {}}) for key, value in properties.items()}
     return schema
 
 
@@ -376,7 +374,7 @@ class McpConnections:
         """None when the server is up with its tools listed, else why not (and it is shut down)."""
         try:
             failure = await asyncio.wait_for(asyncio.shield(connection.ready), self._start_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             failure = TimeoutError(f"no answer within {self._start_timeout:g} s")
         if failure is None:
             return None
@@ -486,9 +484,9 @@ def _display_url(url: str) -> str:
 
 
 def _import_sdk() -> None:
-    import mcp.client  # noqa: F401
-    import mcp.client.sse  # noqa: F401
-    import mcp.client.stdio  # noqa: F401
+    import mcp.client
+    import mcp.client.sse
+    import mcp.client.stdio
     import mcp.client.streamable_http  # noqa: F401
 
 
@@ -499,4 +497,3 @@ def _version() -> str:
         return version("hermes-editor")
     except Exception:  # an uninstalled checkout still connects
         return "0"
-

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 
 from core.agent.loop import Agent, repair_history
-from core.policy.approvals import ApprovalBroker
 from core.config import load_config
 from core.events import ToolFinished, ToolStarted, TurnEnded, UsageUpdated
 from core.host.local import LocalHost
 from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
 from core.models import build_model
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from toolsets import toolset
@@ -53,10 +53,13 @@ async def test_parallel_reads_then_answer(store, tmp_path):
     (tmp_path / "a.txt").write_text("alpha\n")
     (tmp_path / "b.txt").write_text("beta\n")
     script = [
-        {"tool_calls": [
-            {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
-            {"id": "r2", "name": "read_file", "arguments": {"path": "b.txt"}},
-        ], "usage": {"input_tokens": 100, "output_tokens": 10}},
+        {
+            "tool_calls": [
+                {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
+                {"id": "r2", "name": "read_file", "arguments": {"path": "b.txt"}},
+            ],
+            "usage": {"input_tokens": 100, "output_tokens": 10},
+        },
         {"text": "alpha and beta", "usage": {"input_tokens": 150, "output_tokens": 5}},
     ]
     with ScriptedOpenAIServer(script) as server:

@@ -107,7 +107,14 @@ async def test_large_files_are_noted_not_kept(project, monkeypatch):
 
 
 async def test_the_users_repository_is_never_touched(project):
-    git_env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(project)}
+    git_env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(project),
+    }
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=project, env=git_env, capture_output=True, text=True, check=True).stdout
@@ -118,7 +125,12 @@ async def test_the_users_repository_is_never_touched(project):
     git("commit", "-qm", "init")
     (project / "tracked.txt").write_text("v1 + uncommitted\n")
     index = project / ".git" / "index"
-    state = lambda: (git("for-each-ref"), git("stash", "list"), git("--no-optional-locks", "status", "--porcelain"), index.stat().st_mtime_ns)  # noqa: E731
+    state = lambda: (
+        git("for-each-ref"),
+        git("stash", "list"),
+        git("--no-optional-locks", "status", "--porcelain"),
+        index.stat().st_mtime_ns,
+    )
     before = state()
     store = Checkpoints()
     await _write(store, "s", "t1", project / "tracked.txt", "agent\n")
@@ -137,7 +149,14 @@ def test_the_system_prompt_says_which_branch_and_how_many_changes(project):
     from core.agent.prompt import git_summary, system_prompt
 
     assert git_summary(project) is None and "Git:" not in system_prompt(project)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(project)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(project),
+    }
     for args in (["init", "-q", "-b", "trunk"], ["commit", "-q", "--allow-empty", "-m", "x"]):
         subprocess.run(["git", *args], cwd=project, env=env, check=True)
     assert git_summary(project) == "Git: branch trunk, clean"

@@ -147,7 +147,17 @@ def test_snapshot_carries_budgets_and_flags_full_files(hermes_home):
 
 
 @pytest.mark.parametrize(
-    "name", ["core.learning.context", "core.learning.memory", "core.learning.skills", "core.store.history", "core.learning.compression", "core.agent.session", "core.learning.screening", "core.learning.curator"]
+    "name",
+    [
+        "core.learning.context",
+        "core.learning.memory",
+        "core.learning.skills",
+        "core.store.history",
+        "core.learning.compression",
+        "core.agent.session",
+        "core.learning.screening",
+        "core.learning.curator",
+    ],
 )
 def test_public_names_are_deliberate(name):
     import importlib

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from core.store.schedule import Schedule, ScheduleError, due_slots, next_fire, parse_schedule
 from core.store import SessionStore
 from core.store.jobs import MAX_RUN_ATTEMPTS, JobStore
+from core.store.schedule import Schedule, ScheduleError, due_slots, next_fire, parse_schedule
 
 NOW = datetime(2026, 3, 27, 12, 0, tzinfo=ZoneInfo("Europe/Paris")).timestamp()  # a Friday, before the DST switch
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from core.store.schedule import parse_schedule
 from core.store import SessionStore, db
 from core.store.jobs import JobStore
 from core.store.migrations import MIGRATIONS, m005_cron_job_owner
+from core.store.schedule import parse_schedule
 
 OWNER, FRIEND, OTHER = 4242, 5151, 6161
 
@@ -15,7 +15,9 @@ OWNER, FRIEND, OTHER = 4242, 5151, 6161
 async def test_a_job_is_controlled_by_its_maker_the_owner_and_the_machine(hermes_home):
     async with SessionStore.open() as store:
         jobs = JobStore(store)
-        theirs = await jobs.add_job(name="f", schedule=parse_schedule("every 1h"), timezone="UTC", prompt="p", project="/p", owner_id=FRIEND)
+        theirs = await jobs.add_job(
+            name="f", schedule=parse_schedule("every 1h"), timezone="UTC", prompt="p", project="/p", owner_id=FRIEND
+        )
         machine = await jobs.add_job(name="m", schedule=parse_schedule("every 1h"), timezone="UTC", prompt="p", project="/p")
     assert theirs.owner_id == FRIEND and machine.owner_id is None
     assert theirs.controlled_by(FRIEND, OWNER) and theirs.controlled_by(OWNER, OWNER) and theirs.controlled_by(None, OWNER)

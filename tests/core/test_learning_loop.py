@@ -7,13 +7,13 @@ import json
 import pytest
 
 from core.agent.loop import Agent
-from core.policy.approvals import ApprovalBroker
 from core.config import load_config
-from core.learning.context import LearningSettings
 from core.events import Notice, TurnEnded
 from core.host.local import LocalHost
+from core.learning.context import LearningSettings
 from core.messages import UserMessage
 from core.models import build_model
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from toolsets import toolset

@@ -14,20 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.events import PermissionNeeded, ToolUpdated
 from core.host.local import LocalHost
-from core.tools.mcp_client import McpConnections, McpServerSpec, mcp_tool_name, result_text
 from core.messages import ToolCallPart
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.tools.base import ToolContext, ToolRun, run_tool
+from core.tools.mcp_client import McpConnections, McpServerSpec, mcp_tool_name, result_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ("-m", "tests.fakes.mcp_server")
 
 
-def _stdio(
-    name: str = "fake", *extra: str, record: Path | None = None, env: dict[str, str] | None = None
-) -> McpServerSpec:
+def _stdio(name: str = "fake", *extra: str, record: Path | None = None, env: dict[str, str] | None = None) -> McpServerSpec:
     # PYTHONPATH is how an editor's config would point a server at its code; tests/ is not installed.
     full_env = {"PYTHONPATH": str(ROOT), **(env or {})}
     if record is not None:
@@ -123,10 +121,7 @@ def http_server(tmp_path, request) -> Iterator[tuple[str, Path]]:
 
 
 def test_importing_the_client_does_not_load_the_sdk():
-    code = (
-        "import sys, core.tools.mcp_client\n"
-        "print(','.join(m for m in ('mcp', 'mcp_types', 'httpx2', 'anyio') if m in sys.modules))"
-    )
+    code = "import sys, core.tools.mcp_client\nprint(','.join(m for m in ('mcp', 'mcp_types', 'httpx2', 'anyio') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert proc.stdout.strip() == ""
 

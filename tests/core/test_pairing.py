@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from surface_support.pairing import ALPHABET, CODE_LENGTH, CODE_TTL, MAX_FAILURES, Pairing, PairingError, new_code
 from core.store import SessionStore
 from core.store.gateway import GatewayStore
+from surface_support.pairing import ALPHABET, CODE_LENGTH, CODE_TTL, MAX_FAILURES, Pairing, PairingError, new_code
 
 
 @pytest.fixture

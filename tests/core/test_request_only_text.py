@@ -10,14 +10,14 @@ import pytest
 from pydantic import SecretStr
 
 from core.agent.loop import Agent
-from core.policy.approvals import ApprovalBroker
 from core.config import ModelRef, ProviderConfig, load_config
-from core.learning.context import LearningSettings
 from core.host.local import LocalHost
+from core.learning.context import LearningSettings
 from core.messages import UserMessage
 from core.models import build_model
 from core.models.anthropic_messages import AnthropicModel
 from core.models.base import Model, ModelEvent, ModelRequest
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from tests.fakes.anthropic_server import ScriptedAnthropicServer
 from tests.fakes.openai_server import ScriptedOpenAIServer
@@ -44,7 +44,9 @@ def _openai(server) -> Model:
 
 
 def _anthropic(server) -> Model:
-    return AnthropicModel(ModelRef("anthropic", "claude-test", ProviderConfig(api_key=SecretStr("sk-ant-test-000000"), base_url=server.base_url)))
+    return AnthropicModel(
+        ModelRef("anthropic", "claude-test", ProviderConfig(api_key=SecretStr("sk-ant-test-000000"), base_url=server.base_url))
+    )
 
 
 async def _turn(agent, session, text):

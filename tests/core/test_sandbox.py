@@ -148,7 +148,14 @@ class TestWritesOutsideTheProject:
 class TestCredentialsAreHidden:
     @pytest.mark.parametrize(
         "command",
-        ["cat ~/.ssh/id_rsa", "cat ~/.aws/credentials", "head ~/.ss?/id_*", "grep -r PRIVATE ~", "tar cf - ~ 2>/dev/null | cat -v", "cat {state}/state.db"],
+        [
+            "cat ~/.ssh/id_rsa",
+            "cat ~/.aws/credentials",
+            "head ~/.ss?/id_*",
+            "grep -r PRIVATE ~",
+            "tar cf - ~ 2>/dev/null | cat -v",
+            "cat {state}/state.db",
+        ],
     )
     async def test_their_contents_never_come_out(self, world, command):
         result = await run(world, command.format(state=world.state))
@@ -221,7 +228,10 @@ class TestNetwork:
         receiver.setblocking(False)
         try:
             port = receiver.getsockname()[1]
-            await run(world, f"python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))\"")
+            await run(
+                world,
+                f"python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))\"",
+            )
             with pytest.raises(BlockingIOError):
                 receiver.recv(64)  # a datagram on loopback is queued before sendto returns
         finally:
@@ -235,7 +245,7 @@ class TestNetwork:
         listener.setblocking(False)
         try:
             script = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({name!r}); print('connected')"
-            result = await run(world, f"python3 -c \"{script}\"")
+            result = await run(world, f'python3 -c "{script}"')
             assert result.exit_code != 0 and "connected" not in result.output
             assert not self._reached(listener)
         finally:
@@ -333,7 +343,9 @@ class TestProtectedPaths:
         assert list((world.project / ".VSCode").iterdir()) == [] and list((world.project / ".Git").iterdir()) == []
 
     async def test_the_rest_of_a_repository_stays_workable(self, repo):
-        result = await run(repo, "echo x > new.txt && git status --porcelain && git diff --stat && mkdir -p .github/other && touch .github/other/y")
+        result = await run(
+            repo, "echo x > new.txt && git status --porcelain && git diff --stat && mkdir -p .github/other && touch .github/other/y"
+        )
         assert result.exit_code == 0, result.output
         assert "new.txt" in result.output
 
@@ -374,7 +386,9 @@ class TestGrants:
         granted = await run(world, f"echo x > {world.other}/allowed/f", Grants(writable=(world.other / "allowed",)))
         assert granted.exit_code == 0 and (world.other / "allowed" / "f").read_text() == "x\n"
         before = world.snapshot()
-        sibling = await run(world, f"echo x > {world.other}/sibling/f; echo x > {world.other}/f", Grants(writable=(world.other / "allowed",)))
+        sibling = await run(
+            world, f"echo x > {world.other}/sibling/f; echo x > {world.other}/f", Grants(writable=(world.other / "allowed",))
+        )
         assert sibling.exit_code != 0 and world.snapshot() == before
 
     async def test_unconfined_writes_outside(self, world):
@@ -447,11 +461,11 @@ class TestSeatbeltProfile:
 
     def test_denies_writes_outside_the_roots(self, profile):
         line = next(line for line in profile.splitlines() if line.startswith("(deny file-write* (require-not"))
-        assert '(subpath "/Users/someone/project")' in line and "/Users/someone\"" not in line
+        assert '(subpath "/Users/someone/project")' in line and '/Users/someone"' not in line
 
     def test_protects_names_in_any_case(self, profile):
         line = next(line for line in profile.splitlines() if "(?i)" in line)
-        assert line.startswith("(deny file-write* (regex #\"(?i)^/Users/someone/project/(")
+        assert line.startswith('(deny file-write* (regex #"(?i)^/Users/someone/project/(')
         for name in ("\\.git", "\\.vscode", "\\.husky", "\\.envrc", "\\.github/workflows"):
             assert name in line
 
@@ -542,7 +556,10 @@ class TestBackgroundCommandsEndWithTheServer:
         temp.mkdir()
         starter = subprocess.Popen(
             [sys.executable, "-c", _STARTER, str(world.project), marker, "1" if unconfined else "0", str(temp)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            text=True,
         )
         try:
             assert starter.stdout.readline().strip() == "ready", starter.stderr.read() if starter.poll() is not None else ""

@@ -6,11 +6,9 @@ import time
 
 import pytest
 
-from core.store import history
-
 from core.learning import skills
 from core.messages import AssistantMessage, TextPart, ToolResultMessage, UserMessage
-from core.store import SessionStore
+from core.store import SessionStore, history
 from core.store.sessions import fts_query
 
 
@@ -138,7 +136,12 @@ async def test_too_large_a_query_is_a_clear_error_on_every_surface(store, hermes
 async def test_search_phrases_prefix_filters_and_context(store, tmp_path):
     repo = str(tmp_path / "repo")
     old = time.time() - 40 * 86400
-    a = await _session(store, repo, [("user", "set up blue green deployment"), ("assistant", "green blue is backwards"), ("tool", "migration 0042 applied")], title="deploy")
+    a = await _session(
+        store,
+        repo,
+        [("user", "set up blue green deployment"), ("assistant", "green blue is backwards"), ("tool", "migration 0042 applied")],
+        title="deploy",
+    )
     await _session(store, str(tmp_path / "other"), [("user", "blue green elsewhere")], title="other")
     await _session(store, repo + "/sub", [("user", "old blue green notes")], title="old", at=old)
     phrase = await history.search(store, '"blue green"')
@@ -174,7 +177,9 @@ async def test_search_within_a_set_of_sessions(store, tmp_path):
 
 
 async def test_cjk_and_thai_are_searchable(store, tmp_path):
-    await _session(store, str(tmp_path), [("user", "数据库迁移失败了，请检查日志"), ("user", "ภาษาไทยไม่มีช่องว่าง"), ("user", "plain english")])
+    await _session(
+        store, str(tmp_path), [("user", "数据库迁移失败了，请检查日志"), ("user", "ภาษาไทยไม่มีช่องว่าง"), ("user", "plain english")]
+    )
     assert [h.seq for h in await history.search(store, "迁移失败")] == [1]
     assert [h.seq for h in await history.search(store, "日志")] == [1]  # two characters: substring scan
     assert [h.seq for h in await history.search(store, "ไม่มี")] == [2]

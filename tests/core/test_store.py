@@ -18,8 +18,8 @@ import core.store
 from core.messages import (
     AssistantMessage,
     FileDiff,
-    Message,
     ImagePart,
+    Message,
     TextPart,
     ThinkingPart,
     ToolCallPart,

@@ -7,15 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.learning import compression
 from core.agent.loop import Agent
-from core.policy.approvals import ApprovalBroker
-from core.learning.compression import estimate_tokens, message_sizes
 from core.config import load_config
 from core.host.local import LocalHost
+from core.learning import compression
+from core.learning.compression import estimate_tokens, message_sizes
 from core.messages import AssistantMessage, ImagePart, TextPart, ToolCallPart, ToolResultMessage, UserMessage, dump_message
 from core.models import build_model
 from core.models.base import ToolSpec
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from toolsets import toolset
@@ -70,7 +70,9 @@ def test_a_second_estimate_serialises_only_the_new_messages():
     history.append(UserMessage.of("one more"))
     second = estimate_tokens("s", SPECS, history)
     assert message_sizes.measured - before == len(history)  # only the appended one was serialised
-    assert second == plain_formula("s", [SimpleNamespace(**{f: getattr(s, f) for f in ("name", "description", "parameters")}) for s in SPECS], history)
+    assert second == plain_formula(
+        "s", [SimpleNamespace(**{f: getattr(s, f) for f in ("name", "description", "parameters")}) for s in SPECS], history
+    )
     assert second > first
 
 
@@ -90,7 +92,9 @@ async def test_each_step_of_a_turn_serialises_only_the_messages_it_adds(store, t
         {"text": "done"},
     ]
     with ScriptedOpenAIServer(script) as server:
-        config = load_config(env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-123456", "HERMES_MODEL": "openai:scripted"})
+        config = load_config(
+            env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-123456", "HERMES_MODEL": "openai:scripted"}
+        )
         agent = Agent(model=build_model(config), tools=toolset("editor"), store=store, broker=ApprovalBroker(store), surface="acp")
         agent.context_window = 1_000_000  # large: compression measures every step and never triggers
         session = await agent.new_session(tmp_path, LocalHost())

@@ -34,12 +34,12 @@ class _HTMLCheck(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in _ALLOWED_TAGS:
-            self.error = f"unsupported start tag \"{tag}\""
+            self.error = f'unsupported start tag "{tag}"'
         self.stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
         if not self.stack or self.stack[-1] != tag:
-            self.error = f"unexpected end tag \"{tag}\""
+            self.error = f'unexpected end tag "{tag}"'
         else:
             self.stack.pop()
 
@@ -49,7 +49,7 @@ def html_error(text: str) -> str | None:
     check.feed(text)
     check.close()
     if check.error is None and check.stack:
-        return f"unclosed tag \"{check.stack[-1]}\""
+        return f'unclosed tag "{check.stack[-1]}"'
     return check.error
 
 
@@ -117,7 +117,9 @@ class FakeTelegram:
     def user(self, user_id: int, first_name: str = "Ada") -> dict[str, Any]:
         return {"id": user_id, "is_bot": False, "first_name": first_name}
 
-    def user_message(self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", **extra: Any) -> dict[str, Any]:
+    def user_message(
+        self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", **extra: Any
+    ) -> dict[str, Any]:
         """A message from a user, as Telegram shapes it (not delivered). No text key when ``text`` is empty (photos, files)."""
         chat_id = user_id if chat_id is None else chat_id
         message = {
@@ -132,7 +134,9 @@ class FakeTelegram:
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split(" ")[0])}]
         return message
 
-    def send_user_message(self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", edited: bool = False, **extra: Any) -> dict[str, Any]:
+    def send_user_message(
+        self, user_id: int, text: str, *, chat_id: int | None = None, chat_type: str = "private", edited: bool = False, **extra: Any
+    ) -> dict[str, Any]:
         """A user writes to the bot (in a private chat by default); the bot gets it from getUpdates."""
         message = self.user_message(user_id, text, chat_id=chat_id, chat_type=chat_type, **extra)
         self.push({"edited_message" if edited else "message": message})
@@ -167,7 +171,9 @@ class FakeTelegram:
             "from": {"id": self.bot_id, "is_bot": True, "first_name": "Hermes", "username": self.username},
             "text": message["text"],
         }
-        self.push({"callback_query": {"id": query_id, "from": self.user(user_id), "chat_instance": "ci", "message": bot_message, "data": data}})
+        self.push(
+            {"callback_query": {"id": query_id, "from": self.user(user_id), "chat_instance": "ci", "message": bot_message, "data": data}}
+        )
         return query_id
 
     def push(self, update: dict[str, Any]) -> None:
@@ -198,12 +204,12 @@ class FakeTelegram:
         raise AssertionError(f"timed out waiting for {what}; the bot sent: {texts}")
 
     def wait_text(self, chat_id: int, needle: str, timeout: float = 20.0) -> dict[str, Any]:
-        return self.wait_for(
-            lambda: next((m for m in self.sent(chat_id) if needle in m["text"]), None), timeout, what=repr(needle)
-        )
+        return self.wait_for(lambda: next((m for m in self.sent(chat_id) if needle in m["text"]), None), timeout, what=repr(needle))
 
     def answer_for(self, query_id: str, timeout: float = 20.0) -> dict[str, Any]:
-        return self.wait_for(lambda: next((a for a in self.callback_answers if a["callback_query_id"] == query_id), None), timeout, "a callback answer")
+        return self.wait_for(
+            lambda: next((a for a in self.callback_answers if a["callback_query_id"] == query_id), None), timeout, "a callback answer"
+        )
 
     # -- the API --------------------------------------------------------------------------
 
@@ -211,7 +217,17 @@ class FakeTelegram:
         with self._cond:
             self.calls.append((method, params))
         if method == "getMe":
-            return 200, _ok({"id": self.bot_id, "is_bot": True, "first_name": "Hermes", "username": self.username, "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False})
+            return 200, _ok(
+                {
+                    "id": self.bot_id,
+                    "is_bot": True,
+                    "first_name": "Hermes",
+                    "username": self.username,
+                    "can_join_groups": True,
+                    "can_read_all_group_messages": False,
+                    "supports_inline_queries": False,
+                }
+            )
         if method == "getUpdates":
             return self._get_updates(params)
         if method in ("sendMessage", "editMessageText"):
@@ -230,7 +246,9 @@ class FakeTelegram:
             file_id = params["file_id"]
             if file_id not in self.files:
                 return 400, _err("Bad Request: invalid file_id")
-            return 200, _ok({"file_id": file_id, "file_unique_id": file_id, "file_size": len(self.files[file_id]), "file_path": f"documents/{file_id}"})
+            return 200, _ok(
+                {"file_id": file_id, "file_unique_id": file_id, "file_size": len(self.files[file_id]), "file_path": f"documents/{file_id}"}
+            )
         return 200, _ok(True)  # sendChatAction, deleteWebhook, setMyCommands ...
 
     def _get_updates(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -261,7 +279,7 @@ class FakeTelegram:
         if len(text) > 4096:
             return 400, _err("Bad Request: message is too long")
         if params.get("parse_mode") == "HTML" and self.reject_html:
-            return 400, _err("Bad Request: can't parse entities: unsupported start tag \"b\" at byte offset 0")
+            return 400, _err('Bad Request: can\'t parse entities: unsupported start tag "b" at byte offset 0')
         if params.get("parse_mode") == "HTML" and (problem := html_error(text)):
             return 400, _err(f"Bad Request: can't parse entities: {problem}")
         with self._cond:
@@ -282,8 +300,13 @@ class FakeTelegram:
             if method == "sendMessage":  # an edit keeps the message where it is
                 record["thread_id"] = params.get("message_thread_id")
             message_id = record["message_id"]
-        result = {"message_id": message_id, "date": int(time.time()), "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"}, "text": text,
-                  "from": {"id": self.bot_id, "is_bot": True, "first_name": "Hermes"}}
+        result = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+            "text": text,
+            "from": {"id": self.bot_id, "is_bot": True, "first_name": "Hermes"},
+        }
         return 200, _ok(result)
 
 

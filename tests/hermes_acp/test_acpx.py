@@ -115,7 +115,10 @@ def test_acpx_cancel(hermes_home, tmp_path):
         assert _run_acpx(env, project, "sessions", "new").returncode == 0
         running = subprocess.Popen(
             [_acpx(), "--agent", hermes_acp(), "--cwd", str(project), "--format", "json", "prompt", "talk"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         # The turn is under way: the model's reply is streaming to hermes-acp.
         server.wait_for(lambda: server.frames_sent >= 3, 30, "the reply to start streaming")

@@ -33,7 +33,13 @@ async def test_prompt_carries_context_and_commands_show_it(hermes_home, tmp_path
             memory = await say("/memory")
             skills = await say("/skills")
     system = server.requests[0].get("body", server.requests[0])["messages"][0]["content"]
-    for needle in ("make check", "Answer in haiku.", "Likes terse replies", "- release: How this project cuts a release", "systematic-debugging"):
+    for needle in (
+        "make check",
+        "Answer in haiku.",
+        "Likes terse replies",
+        "- release: How this project cuts a release",
+        "systematic-debugging",
+    ):
         assert needle in system
     assert "ignore all previous" not in system and "Tag, then push." not in system
     assert "AGENTS.md:2" in first and "neutralised" in first

@@ -81,7 +81,9 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
             send({"id": 2, "method": "session/resume", "params": {"sessionId": sid, "cwd": str(project), "mcpServers": []}})
             while json.loads(proc.stdout.readline()).get("id") != 2:
                 pass
-            send({"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"round {round_}"}]}})
+            send(
+                {"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"round {round_}"}]}}
+            )
             if round_ % 2:
                 time.sleep(rng.uniform(0.3, 1.5))  # anywhere: the model stream, a tool, a write
             else:
@@ -113,7 +115,14 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
 
     async def replay():
         client = Client()
-        async with running_agent(client, agent_env(hermes_home, None, extra={"HERMES_MODEL": "openai:scripted", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x-000000"})) as (conn, _, _):
+        async with running_agent(
+            client,
+            agent_env(
+                hermes_home,
+                None,
+                extra={"HERMES_MODEL": "openai:scripted", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x-000000"},
+            ),
+        ) as (conn, _, _):
             await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
             replayed = len(client.updates)
             await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])

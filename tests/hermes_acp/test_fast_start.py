@@ -91,10 +91,7 @@ def test_early_answers_are_the_servers_own(hermes_home, tmp_path, terminal):
     # Fallbacks and a provider's model list fill the model picker; an Anthropic model adds
     # thinking levels and images, so every part of both answers is compared.
     (hermes_home / "config.toml").write_text(
-        'model = "anthropic:claude-sonnet-4-5"\n'
-        'fallback_models = ["openai:scripted"]\n'
-        "[providers.openai]\n"
-        'models = ["gpt-other"]\n'
+        'model = "anthropic:claude-sonnet-4-5"\nfallback_models = ["openai:scripted"]\n[providers.openai]\nmodels = ["gpt-other"]\n'
     )
     with ScriptedOpenAIServer([]) as server:
         env = agent_env(hermes_home, server.base_url, extra={"ANTHROPIC_API_KEY": "sk-ant-test-000000"})

@@ -15,9 +15,22 @@ from hypothesis import strategies as st
 from tests.acp_harness import agent_env, hermes_acp
 
 METHODS = [
-    "initialize", "authenticate", "session/new", "session/load", "session/list", "session/resume",
-    "session/close", "session/fork", "session/prompt", "session/cancel", "session/set_mode",
-    "session/set_config_option", "fs/read_text_file", "_hermes/x", "nonsense", "",
+    "initialize",
+    "authenticate",
+    "session/new",
+    "session/load",
+    "session/list",
+    "session/resume",
+    "session/close",
+    "session/fork",
+    "session/prompt",
+    "session/cancel",
+    "session/set_mode",
+    "session/set_config_option",
+    "fs/read_text_file",
+    "_hermes/x",
+    "nonsense",
+    "",
 ]
 
 json_values = st.recursive(
@@ -28,7 +41,11 @@ json_values = st.recursive(
 ids = st.none() | st.integers() | st.text(max_size=8) | st.booleans() | st.floats(allow_nan=False) | st.lists(st.integers(), max_size=2)
 requests = st.fixed_dictionaries(
     {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]), "method": st.sampled_from(METHODS) | st.text(max_size=15) | st.integers()},
-    optional={"id": ids, "params": json_values | st.fixed_dictionaries({"sessionId": st.text(max_size=8), "cwd": st.text(max_size=12), "mcpServers": json_values})},
+    optional={
+        "id": ids,
+        "params": json_values
+        | st.fixed_dictionaries({"sessionId": st.text(max_size=8), "cwd": st.text(max_size=12), "mcpServers": json_values}),
+    },
 )
 hostile_lines = (
     requests.map(json.dumps)
@@ -43,8 +60,12 @@ class Agent:
 
     def __init__(self, home) -> None:
         self.proc = subprocess.Popen(
-            [hermes_acp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=agent_env(home, None), bufsize=0,
+            [hermes_acp()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=agent_env(home, None),
+            bufsize=0,
         )
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

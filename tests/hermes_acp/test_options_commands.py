@@ -28,9 +28,7 @@ def _last_user_text(body: dict) -> str:
 
 
 def _config(home, extra: str = "") -> None:
-    (home / "config.toml").write_text(
-        'fallback_models = []\n[providers.openai]\nmodels = ["other-model"]\n' + extra
-    )
+    (home / "config.toml").write_text('fallback_models = []\n[providers.openai]\nmodels = ["other-model"]\n' + extra)
 
 
 async def test_new_session_offers_model_mode_and_thought_level(hermes_home, project):
@@ -107,7 +105,9 @@ async def test_choices_survive_a_restart(hermes_home, project):
             loaded = await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
             await conn.prompt(session_id=sid, prompt=[acp.text_block("hi")])
     assert {o.id: o.current_value for o in loaded.config_options} | {} == {
-        "model": "openai:other-model", "mode": "auto", "thought_level": "default"
+        "model": "openai:other-model",
+        "mode": "auto",
+        "thought_level": "default",
     }
     assert loaded.modes.current_mode_id == "auto"
     assert _body(server.requests[0])["model"] == "other-model"
@@ -115,7 +115,13 @@ async def test_choices_survive_a_restart(hermes_home, project):
 
 async def test_slash_commands(hermes_home, project):
     _config(hermes_home)
-    script = [{"text": "The answer involves zeppelins."}, {"text": "Summary: we discussed zeppelins."}, {"text": "after compact"}, {"text": "AGENTS written"}, {"text": "plain"}]
+    script = [
+        {"text": "The answer involves zeppelins."},
+        {"text": "Summary: we discussed zeppelins."},
+        {"text": "after compact"},
+        {"text": "AGENTS written"},
+        {"text": "plain"},
+    ]
     with ScriptedOpenAIServer(script) as server:
         client = Client()
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
@@ -155,9 +161,21 @@ async def test_slash_commands(hermes_home, project):
 
 async def test_usage_title_and_plan_updates(hermes_home, project):
     script = [
-        {"tool_calls": [{"id": "p", "name": "update_plan", "arguments": {"entries": [
-            {"content": "Read", "status": "completed", "priority": "high"}, {"content": "Write", "status": "in_progress"}]}}],
-         "usage": {"input_tokens": 1200, "output_tokens": 30}},
+        {
+            "tool_calls": [
+                {
+                    "id": "p",
+                    "name": "update_plan",
+                    "arguments": {
+                        "entries": [
+                            {"content": "Read", "status": "completed", "priority": "high"},
+                            {"content": "Write", "status": "in_progress"},
+                        ]
+                    },
+                }
+            ],
+            "usage": {"input_tokens": 1200, "output_tokens": 30},
+        },
         {"text": "done", "usage": {"input_tokens": 1300, "output_tokens": 5}},
     ]
     with ScriptedOpenAIServer(script) as server:
@@ -203,10 +221,12 @@ async def test_images_reach_models_that_take_them(hermes_home, project):
 async def test_undo_command_restores_the_last_turns_files(hermes_home, project):
     (project / "keep.txt").write_text("original\n")
     script = [
-        {"tool_calls": [
-            {"id": "e", "name": "write_file", "arguments": {"path": "keep.txt", "content": "changed\n"}},
-            {"id": "n", "name": "write_file", "arguments": {"path": "new.txt", "content": "new\n"}},
-        ]},
+        {
+            "tool_calls": [
+                {"id": "e", "name": "write_file", "arguments": {"path": "keep.txt", "content": "changed\n"}},
+                {"id": "n", "name": "write_file", "arguments": {"path": "new.txt", "content": "new\n"}},
+            ]
+        },
         {"text": "changed both"},
     ]
     with ScriptedOpenAIServer(script) as server:

@@ -288,15 +288,23 @@ async def test_anthropic_provider_end_to_end(hermes_home, project):
     from tests.fakes.anthropic_server import ScriptedAnthropicServer
 
     script = [
-        {"thinking": "Look at the file first.", "signature": "sig-1", "tool_calls": [{"id": "toolu_1", "name": "read_file", "arguments": {"path": "app.py"}}]},
+        {
+            "thinking": "Look at the file first.",
+            "signature": "sig-1",
+            "tool_calls": [{"id": "toolu_1", "name": "read_file", "arguments": {"path": "app.py"}}],
+        },
         {"text": "greet() returns 'hi'."},
     ]
     with ScriptedAnthropicServer(script) as server:
-        env = agent_env(hermes_home, None, extra={
-            "ANTHROPIC_BASE_URL": server.base_url,
-            "ANTHROPIC_API_KEY": "sk-ant-test-000000",
-            "HERMES_MODEL": "anthropic:claude-scripted",
-        })
+        env = agent_env(
+            hermes_home,
+            None,
+            extra={
+                "ANTHROPIC_BASE_URL": server.base_url,
+                "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+                "HERMES_MODEL": "anthropic:claude-scripted",
+            },
+        )
         client = Client()
         async with running_agent(client, env) as (conn, _, _):
             sid = await _session(conn, project)
@@ -315,7 +323,7 @@ async def test_api_key_never_reaches_store_logs_or_user(hermes_home, project):
     key = "sk-test-not-a-real-key-123456"  # what agent_env configures
     script = [{"error": 500}, {"error": 401, "message": f"bad key {key}"}]
     with ScriptedOpenAIServer(script) as server:
-        (hermes_home / "config.toml").write_text("log_level = \"debug\"\n[retry]\nbase_delay = 0\nmax_attempts = 2\n")
+        (hermes_home / "config.toml").write_text('log_level = "debug"\n[retry]\nbase_delay = 0\nmax_attempts = 2\n')
         env = agent_env(hermes_home, server.base_url)
         env.pop("HERMES_QUIET")
         client = Client()

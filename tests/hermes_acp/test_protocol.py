@@ -90,9 +90,7 @@ async def test_session_new_validates_its_params(hermes_home, tmp_path):
 
 def _raw_exchange(home, lines: list[str], timeout: float = 30) -> tuple[list[str], str]:
     env = agent_env(home, None)
-    proc = subprocess.run(
-        [hermes_acp()], input="".join(l + "\n" for l in lines), capture_output=True, text=True, env=env, timeout=timeout
-    )
+    proc = subprocess.run([hermes_acp()], input="".join(l + "\n" for l in lines), capture_output=True, text=True, env=env, timeout=timeout)
     return proc.stdout.splitlines(), proc.stderr
 
 
@@ -137,7 +135,17 @@ def test_stdout_carries_only_json_rpc_through_a_whole_turn(hermes_home, tmp_path
         proc.stdin.flush()
         out_lines = [proc.stdout.readline(), proc.stdout.readline()]
         sid = json.loads(out_lines[1])["result"]["sessionId"]
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}}) + "\n")
+        proc.stdin.write(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
+                }
+            )
+            + "\n"
+        )
         proc.stdin.flush()
         while True:
             line = proc.stdout.readline()
@@ -166,7 +174,14 @@ def test_schema_check_catches_a_bad_message():
     bad = [
         ("outgoing", {"jsonrpc": "2.0", "id": 0, "method": "session/prompt", "params": {}}),
         ("incoming", {"jsonrpc": "2.0", "id": 0, "result": {"stopReason": "finished"}}),
-        ("incoming", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "a", "title": "t", "status": "weird"}}}),
+        (
+            "incoming",
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "a", "title": "t", "status": "weird"}},
+            },
+        ),
     ]
     problems = validate_transcript(bad)
     assert any("stopReason" in p for p in problems)
@@ -186,8 +201,22 @@ def test_fifty_megabyte_lines_are_handled(hermes_home):
 
 def test_out_of_order_calls_are_errors_not_crashes(hermes_home, tmp_path):
     lines = [
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "x", "prompt": [{"type": "text", "text": "hi"}]}}),
-        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {"sessionId": "missing", "cwd": str(tmp_path), "mcpServers": []}}),
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/prompt",
+                "params": {"sessionId": "x", "prompt": [{"type": "text", "text": "hi"}]},
+            }
+        ),
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/load",
+                "params": {"sessionId": "missing", "cwd": str(tmp_path), "mcpServers": []},
+            }
+        ),
         json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "never-existed"}}),
         json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}}),
         json.dumps({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": 1}}),

@@ -46,7 +46,7 @@ async def test_a_real_hermes_acp_question_is_listed_answered_once_and_the_second
             response = await asyncio.wait_for(prompt, 30)
             second = await approvals_cli(hermes_home, "deny" if verb == "allow" else "allow", approval_id)
     assert listed.returncode == 0 and approval_id in listed.stdout and "notes.md" in listed.stdout
-    assert f"acp, " in listed.stdout and str(project.resolve()) in listed.stdout
+    assert "acp, " in listed.stdout and str(project.resolve()) in listed.stdout
     assert f"hermes-editor approvals allow {approval_id}" in listed.stdout
     assert bare.stdout == listed.stdout
     assert answered.returncode == 0, answered.stderr
@@ -66,7 +66,9 @@ async def test_two_answers_at_once_exactly_one_wins(hermes_home, project):
         editor = EditorClient(answer="wait")
         async with running_agent(editor, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             approval_id, prompt = await _asking(conn, editor, project, "write notes")
-            allow, deny = await asyncio.gather(approvals_cli(hermes_home, "allow", approval_id), approvals_cli(hermes_home, "deny", approval_id))
+            allow, deny = await asyncio.gather(
+                approvals_cli(hermes_home, "allow", approval_id), approvals_cli(hermes_home, "deny", approval_id)
+            )
             await asyncio.wait_for(prompt, 30)
     assert sorted([allow.returncode, deny.returncode]) == [0, 1]
     loser = allow if allow.returncode else deny
@@ -78,14 +80,19 @@ async def test_two_answers_at_once_exactly_one_wins(hermes_home, project):
 
 
 async def test_allow_always_becomes_a_rule_where_the_question_was_asked(hermes_home, project):
-    script = [call("run_command", {"command": "make build"}), {"text": "built"}, call("run_command", {"command": "make build"}), {"text": "again"}]
+    script = [
+        call("run_command", {"command": "make build"}),
+        {"text": "built"},
+        call("run_command", {"command": "make build"}),
+        {"text": "again"},
+    ]
     with ScriptedOpenAIServer(script) as server:
         editor = EditorClient(answer="wait")
         async with running_agent(editor, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             approval_id, prompt = await _asking(conn, editor, project, "build it")
             answered = await approvals_cli(hermes_home, "allow", approval_id, "--always")
             first = await asyncio.wait_for(prompt, 30)
-            sid = (await _session_of(approval_id))
+            sid = await _session_of(approval_id)
             second = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[acp.text_block("again")]), 30)
     assert answered.returncode == 0 and "always" in answered.stdout
     assert first.stop_reason == "end_turn" and second.stop_reason == "end_turn"
@@ -101,8 +108,14 @@ async def _question(store: SessionStore, cwd: Path, *, command: str = "make depl
     record = await store.create_session(cwd=str(cwd), surface="gateway", title="phone work")
     return await ApprovalBroker(store, timeout=60).open(
         ApprovalRequest(
-            session_id=record.id, tool_call_id="c1", tool_name="run_command", tool_kind="execute",
-            title=f"Run `{command}`", reason="commands need your approval", command=command, paths=[str(cwd)],
+            session_id=record.id,
+            tool_call_id="c1",
+            tool_name="run_command",
+            tool_kind="execute",
+            title=f"Run `{command}`",
+            reason="commands need your approval",
+            command=command,
+            paths=[str(cwd)],
             offer_always=offer_always,
         )
     )

@@ -16,7 +16,14 @@ def _token_line(out: str) -> str:
 
 def _make_token(home: Path) -> str:
     """Start hermes-mcp --http once, as a user would, and take the token from its header line."""
-    proc = subprocess.Popen([hermes_mcp(), "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=mcp_env(home), text=True)
+    proc = subprocess.Popen(
+        [hermes_mcp(), "--http", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=mcp_env(home),
+        text=True,
+    )
     try:
         for line in proc.stderr:
             if line.startswith("Authorization: Bearer "):

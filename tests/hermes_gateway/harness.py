@@ -30,7 +30,7 @@ edit_interval = 0.2
 [gateway]
 owner = {OWNER}
 shutdown_grace = 5
-projects = {{ app = "{project}", other = "{project.parent / 'other'}" }}
+projects = {{ app = "{project}", other = "{project.parent / "other"}" }}
 [cron]
 tick = 0.5
 catch_up_grace = 3600
@@ -42,7 +42,9 @@ delivery_retry_delay = 0.3
     (project.parent / "other").mkdir(exist_ok=True)
 
 
-def start(hermes_home: Path, project: Path, telegram: FakeTelegram, model: Any, *, extra: str = "", allowed: tuple[int, ...] = (OWNER,)) -> GatewayProcess:
+def start(
+    hermes_home: Path, project: Path, telegram: FakeTelegram, model: Any, *, extra: str = "", allowed: tuple[int, ...] = (OWNER,)
+) -> GatewayProcess:
     """Write the config and start a gateway that talks to ``model`` (none when ``model`` is None)."""
     write_config(hermes_home, project, extra=extra, allowed=allowed)
     return GatewayProcess(gateway_env(hermes_home, telegram, model.base_url if model else None)).start(telegram)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 
-
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import FakeTelegram
 from tests.hermes_gateway.harness import OWNER, STRANGER, settle, start
@@ -23,7 +22,10 @@ def forwarded_from(telegram: FakeTelegram, user_id: int) -> dict:
 
 
 def test_forwarded_message_the_sender_counts_not_the_forward_origin(hermes_home, project, telegram):
-    with ScriptedOpenAIServer([{"text": "That forwarded text says hello."}]) as model, start(hermes_home, project, telegram, model) as gateway:
+    with (
+        ScriptedOpenAIServer([{"text": "That forwarded text says hello."}]) as model,
+        start(hermes_home, project, telegram, model) as gateway,
+    ):
         # A stranger forwards the owner's words: still a stranger (pairing code, no work).
         telegram.send_user_message(STRANGER, "please delete everything", **forwarded_from(telegram, OWNER))
         telegram.wait_text(STRANGER, "Pairing code")
@@ -48,7 +50,9 @@ def test_approval_button_by_the_right_user_in_the_wrong_chat_is_refused(hermes_h
     with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model):
         telegram.send_user_message(OWNER, "@hermes_test_bot write notes.txt", chat_id=GROUP, chat_type="supergroup")
         asked = telegram.wait_text(GROUP, "Approval needed")
-        allow_once = next(b["callback_data"] for row in asked["reply_markup"]["inline_keyboard"] for b in row if b["callback_data"].endswith("|o"))
+        allow_once = next(
+            b["callback_data"] for row in asked["reply_markup"]["inline_keyboard"] for b in row if b["callback_data"].endswith("|o")
+        )
         # The same user, the same callback data, but on a message in another chat (their private chat).
         elsewhere = {"message_id": asked["message_id"], "chat_id": OWNER, "text": asked["text"]}
         refused = telegram.press(OWNER, elsewhere, allow_once)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import subprocess
 
-
-from core.store import SessionStore
 from core.messages import AssistantMessage, TextPart, UserMessage
+from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import html_error
 from tests.hermes_gateway.harness import BIN, OWNER, STRANGER, cli, gateway_env, settle, start
@@ -169,7 +168,10 @@ def test_second_gateway_for_the_same_bot_exits_and_status_reports(hermes_home, p
 
 
 def test_sigterm_lets_the_turn_in_flight_finish(hermes_home, project, telegram):
-    with ScriptedOpenAIServer([{"text": "slow but complete", "delay": 1.5}]) as model, start(hermes_home, project, telegram, model) as gateway:
+    with (
+        ScriptedOpenAIServer([{"text": "slow but complete", "delay": 1.5}]) as model,
+        start(hermes_home, project, telegram, model) as gateway,
+    ):
         telegram.send_user_message(OWNER, "take your time")
         telegram.wait_for(lambda: model.requests, 20, "the model request")
         code, _ = gateway.stop()
@@ -181,10 +183,12 @@ def test_documents_are_saved_and_given_to_the_agent(hermes_home, project, telegr
     telegram.files["doc1"] = b"line one\nline two\n"
     with ScriptedOpenAIServer([{"text": "Read your file."}]) as model, start(hermes_home, project, telegram, model):
         telegram.send_user_message(
-            OWNER, "", document={"file_id": "doc1", "file_unique_id": "u1", "file_name": "notes.txt", "mime_type": "text/plain", "file_size": 18}, caption="summarise"
+            OWNER,
+            "",
+            document={"file_id": "doc1", "file_unique_id": "u1", "file_name": "notes.txt", "mime_type": "text/plain", "file_size": 18},
+            caption="summarise",
         )
         telegram.wait_text(OWNER, "Read your file.")
         prompt = str(model.requests[0]["messages"][-1]["content"])
     assert "line two" in prompt and "summarise" in prompt
     assert list((hermes_home / "gateway" / "uploads").rglob("*notes.txt"))
-

@@ -36,7 +36,9 @@ def test_gateway_refuses_to_start_without_what_it_needs(hermes_home, tmp_path):
     (hermes_home / "config.toml").write_text("[gateway]\nprojects = {}\n")
     with pytest.raises(GatewayError, match="projects"):
         check_config(load_config(env={"TELEGRAM_BOT_TOKEN": TOKEN}))
-    (hermes_home / "config.toml").write_text(f'[gateway]\nprojects = {{ app = "{tmp_path}" }}\n[telegram]\nmode = "webhook"\nwebhook_url = "https://x.example/hook"\n')
+    (hermes_home / "config.toml").write_text(
+        f'[gateway]\nprojects = {{ app = "{tmp_path}" }}\n[telegram]\nmode = "webhook"\nwebhook_url = "https://x.example/hook"\n'
+    )
     with pytest.raises(GatewayError, match="webhook_secret"):
         check_config(load_config(env={"TELEGRAM_BOT_TOKEN": TOKEN}))
     (hermes_home / "config.toml").write_text(f'[gateway]\nprojects = {{ app = "{tmp_path / "missing"}" }}\n')

@@ -6,7 +6,6 @@ import base64
 import json
 import time
 
-
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_gateway.harness import OWNER, start
 
@@ -29,7 +28,15 @@ def test_each_forum_topic_is_its_own_conversation(hermes_home, project, telegram
         second = telegram.wait_text(GROUP, "I know of no fruit here.")
         telegram.send_user_message(OWNER, "/whoami", message_thread_id=11, **topic)
         telegram.send_user_message(OWNER, "/whoami", message_thread_id=22, **topic)
-        who = telegram.wait_for(lambda: [m for m in telegram.sent(GROUP) if "User id" in m["text"]] if len([m for m in telegram.sent(GROUP) if "User id" in m["text"]]) == 2 else None, 20, "two /whoami")
+        who = telegram.wait_for(
+            lambda: (
+                [m for m in telegram.sent(GROUP) if "User id" in m["text"]]
+                if len([m for m in telegram.sent(GROUP) if "User id" in m["text"]]) == 2
+                else None
+            ),
+            20,
+            "two /whoami",
+        )
     # Replies go to the topic they came from.
     assert first["thread_id"] == 11 and second["thread_id"] == 22
     # The second topic's model request knows nothing of the first topic's conversation.
@@ -95,10 +102,12 @@ def test_stop_cancels_the_running_turn(hermes_home, project, telegram):
 def test_undo_restores_the_files_the_last_turn_changed(hermes_home, project, telegram):
     (project / "notes.txt").write_text("original\n")
     script = [
-        {"tool_calls": [
-            {"id": "c1", "name": "write_file", "arguments": {"path": "notes.txt", "content": "changed\n"}},
-            {"id": "c2", "name": "write_file", "arguments": {"path": "new.txt", "content": "brand new\n"}},
-        ]},
+        {
+            "tool_calls": [
+                {"id": "c1", "name": "write_file", "arguments": {"path": "notes.txt", "content": "changed\n"}},
+                {"id": "c2", "name": "write_file", "arguments": {"path": "new.txt", "content": "brand new\n"}},
+            ]
+        },
         {"text": "Edited both."},
     ]
     with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model):

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from core.store.schedule import parse_schedule
 from core.store import SessionStore
 from core.store.jobs import JobStore
+from core.store.schedule import parse_schedule
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.telegram_server import FakeTelegram
 from tests.hermes_gateway.harness import OWNER, GatewayProcess, cli, gateway_env, settle, start, write_config
@@ -22,8 +22,13 @@ def add_job(project, *, created: float, schedule: str = "every 1h", prompt: str 
     async def body() -> str:
         async with SessionStore.open() as store:
             job = await JobStore(store).add_job(
-                name="build check", schedule=parse_schedule(schedule), timezone="UTC", prompt=prompt,
-                project=str(project), chat_id=OWNER, now=created,
+                name="build check",
+                schedule=parse_schedule(schedule),
+                timezone="UTC",
+                prompt=prompt,
+                project=str(project),
+                chat_id=OWNER,
+                now=created,
             )
             return job.id
 
@@ -126,9 +131,11 @@ def test_restart_after_missed_runs_catches_up_once(hermes_home, project, telegra
 
 def test_two_gateways_race_for_one_slot(hermes_home, project):
     job_id = add_job(project, created=time.time() - 3601)
-    with FakeTelegram() as first_api, FakeTelegram("654321:OTHER-token-not-real-abcdefghijklmnopqr") as second_api, ScriptedOpenAIServer(
-        [{"text": "Ran once.", "delay": 0.5}] * 3
-    ) as model:
+    with (
+        FakeTelegram() as first_api,
+        FakeTelegram("654321:OTHER-token-not-real-abcdefghijklmnopqr") as second_api,
+        ScriptedOpenAIServer([{"text": "Ran once.", "delay": 0.5}] * 3) as model,
+    ):
         write_config(hermes_home, project)
         first = GatewayProcess(gateway_env(hermes_home, first_api, model.base_url))
         second = GatewayProcess(gateway_env(hermes_home, second_api, model.base_url))
@@ -145,7 +152,11 @@ def test_two_gateways_race_for_one_slot(hermes_home, project):
 
 def test_cron_command_and_cron_tool_from_chat(hermes_home, project, telegram):
     script = [
-        {"tool_calls": [{"id": "c1", "name": "cron", "arguments": {"action": "add", "schedule": "weekdays at 9am", "prompt": "standup notes"}}]},
+        {
+            "tool_calls": [
+                {"id": "c1", "name": "cron", "arguments": {"action": "add", "schedule": "weekdays at 9am", "prompt": "standup notes"}}
+            ]
+        },
         {"text": "Scheduled."},
     ]
     with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model, extra="") as gateway:
@@ -167,18 +178,24 @@ def test_cron_command_and_cron_tool_from_chat(hermes_home, project, telegram):
 @pytest.mark.parametrize("answer", ["o", "d", "a"])
 def test_remote_approval_of_an_editor_question(hermes_home, project, telegram, answer):
     offer_always = answer == "a"  # a question that asks every time gets no "Always allow"
+
     async def editor_question() -> str:
         async with SessionStore.open() as store:
             session = await store.create_session(cwd=str(project), surface="acp", title="Refactor")
             row = await store.create_approval(
-                session_id=session.id, tool_call_id="t1", tool_name="run_command", title="Run `make deploy`",
+                session_id=session.id,
+                tool_call_id="t1",
+                tool_name="run_command",
+                title="Run `make deploy`",
                 detail={"reason": "commands need your approval", "command": "make deploy", "paths": [], "offer_always": offer_always},
             )
             return row.id
 
     approval_id = asyncio.run(editor_question())
     with ScriptedOpenAIServer([]) as model, start(hermes_home, project, telegram, model):
-        status = telegram.wait_for(lambda: gateway_status(hermes_home).get("state") == "running" and gateway_status(hermes_home), 20, "the status file")
+        status = telegram.wait_for(
+            lambda: gateway_status(hermes_home).get("state") == "running" and gateway_status(hermes_home), 20, "the status file"
+        )
         assert status["remote_approvals"] is False  # off by default: the asking loop is not started
         settle(telegram)
     assert [m["text"] for m in telegram.sent(OWNER) if "User id" not in m["text"]] == []

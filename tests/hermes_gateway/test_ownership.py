@@ -8,9 +8,9 @@ import asyncio
 import re
 import sqlite3
 
-from core.store.schedule import parse_schedule
 from core.store import SessionStore
 from core.store.jobs import JobStore
+from core.store.schedule import parse_schedule
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_gateway.harness import OWNER, cli, start
 
@@ -23,8 +23,13 @@ def _add_job(project, *, owner_id: int | None, name: str, chat_id: int) -> str:
     async def body() -> str:
         async with SessionStore.open() as store:
             job = await JobStore(store).add_job(
-                name=name, schedule=parse_schedule("every 1h"), timezone="UTC", prompt=name,
-                project=str(project), chat_id=chat_id, owner_id=owner_id,
+                name=name,
+                schedule=parse_schedule("every 1h"),
+                timezone="UTC",
+                prompt=name,
+                project=str(project),
+                chat_id=chat_id,
+                owner_id=owner_id,
             )
             return job.id
 
@@ -108,7 +113,7 @@ def test_a_paired_user_cannot_touch_the_owners_jobs_from_chat(hermes_home, proje
 def test_a_paired_user_cannot_touch_the_owners_jobs_through_the_cron_tool(hermes_home, project, telegram):
     owners = _add_job(project, owner_id=None, name="deploy report", chat_id=OWNER)
     friends = _add_job(project, owner_id=FRIEND, name="friend's digest", chat_id=FRIEND)
-    call = lambda i, args: {"tool_calls": [{"id": f"c{i}", "name": "cron", "arguments": args}]}  # noqa: E731
+    call = lambda i, args: {"tool_calls": [{"id": f"c{i}", "name": "cron", "arguments": args}]}
     script = [
         call(1, {"action": "pause", "job_id": owners}),
         call(2, {"action": "remove", "job_id": owners}),

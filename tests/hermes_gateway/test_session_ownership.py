@@ -127,9 +127,10 @@ def test_a_cron_run_belongs_to_whoever_made_the_job(hermes_home, project, telegr
             return conn.execute("SELECT session_id FROM cron_runs WHERE job_id = ?", (job_id,)).fetchone()[0]
 
     machine_job = _add_machine_job(project)
-    with ScriptedOpenAIServer([{"text": "Friend digest ready."}, {"text": f"Report: {CRON_SECRET}"}]) as model, start(
-        hermes_home, project, telegram, model, allowed=(OWNER, FRIEND)
-    ) as gateway:
+    with (
+        ScriptedOpenAIServer([{"text": "Friend digest ready."}, {"text": f"Report: {CRON_SECRET}"}]) as model,
+        start(hermes_home, project, telegram, model, allowed=(OWNER, FRIEND)) as gateway,
+    ):
         telegram.send_user_message(FRIEND, "/cron add every 3h | digest my notes")
         friend_job = re.search(r"Added job (?:<code>)?`?([0-9a-f]{8})", telegram.wait_text(FRIEND, "Added job")["text"]).group(1)
         telegram.send_user_message(FRIEND, f"/cron run {friend_job}")
@@ -150,14 +151,18 @@ def test_a_cron_run_belongs_to_whoever_made_the_job(hermes_home, project, telegr
 
 
 def _add_machine_job(project) -> str:
-    from core.store.schedule import parse_schedule
     from core.store.jobs import JobStore
+    from core.store.schedule import parse_schedule
 
     async def body() -> str:
         async with SessionStore.open() as store:
             job = await JobStore(store).add_job(
-                name="deploy report", schedule=parse_schedule("every 1h"), timezone="UTC", prompt="report",
-                project=str(project), chat_id=OWNER,
+                name="deploy report",
+                schedule=parse_schedule("every 1h"),
+                timezone="UTC",
+                prompt="report",
+                project=str(project),
+                chat_id=OWNER,
             )
             return job.id
 
@@ -206,9 +211,10 @@ async def _bind(binding: ChatBinding) -> None:
 def test_a_group_shares_its_own_session_but_not_one_the_owner_brings_in(hermes_home, project, telegram):
     editor = _session(project, "acp", EDITOR_TITLE, f"the zebracorn launch code is {EDITOR_SECRET}")
     group = {"chat_id": GROUP, "chat_type": "supergroup"}
-    with ScriptedOpenAIServer([{"text": "Hello team."}, {"text": "Hi friend."}]) as model, start(
-        hermes_home, project, telegram, model, allowed=(OWNER, FRIEND)
-    ) as gateway:
+    with (
+        ScriptedOpenAIServer([{"text": "Hello team."}, {"text": "Hi friend."}]) as model,
+        start(hermes_home, project, telegram, model, allowed=(OWNER, FRIEND)) as gateway,
+    ):
         telegram.send_user_message(OWNER, f"{BOT} hi team", **group)
         telegram.wait_text(GROUP, "Hello team.")
         telegram.send_user_message(FRIEND, f"{BOT} me too", **group)
@@ -227,18 +233,26 @@ def test_a_group_shares_its_own_session_but_not_one_the_owner_brings_in(hermes_h
 def test_session_search_from_a_paired_users_chat_reads_only_their_sessions(hermes_home, project, telegram):
     editor = _session(project, "acp", EDITOR_TITLE, f"the zebracorn launch code is {EDITOR_SECRET}")
     cron_run = _session(project, "gateway", CRON_TITLE, f"zebracorn nightly {CRON_SECRET}")
-    search = lambda i, **args: {"id": f"c{i}", "name": "session_search", "arguments": args}  # noqa: E731
+    search = lambda i, **args: {"id": f"c{i}", "name": "session_search", "arguments": args}
     script = [
         {"text": "Noted, pineapple."},
-        {"tool_calls": [
-            search(1, query="zebracorn", scope="all"),
-            search(2, session_id=editor, seq=1),
-            search(3, query="zebracorn"),
-            search(4, session_id=cron_run, seq=1),
-            search(5, query="pineapple", scope="all"),
-        ]},
+        {
+            "tool_calls": [
+                search(1, query="zebracorn", scope="all"),
+                search(2, session_id=editor, seq=1),
+                search(3, query="zebracorn"),
+                search(4, session_id=cron_run, seq=1),
+                search(5, query="pineapple", scope="all"),
+            ]
+        },
         {"text": "Searched."},
-        {"tool_calls": [search(6, query="launch code", scope="all"), search(7, query="nightly", scope="all"), search(8, session_id=editor, seq=1)]},
+        {
+            "tool_calls": [
+                search(6, query="launch code", scope="all"),
+                search(7, query="nightly", scope="all"),
+                search(8, session_id=editor, seq=1),
+            ]
+        },
         {"text": "Found it."},
     ]
     with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model, allowed=(OWNER, FRIEND)) as gateway:
@@ -252,7 +266,7 @@ def test_session_search_from_a_paired_users_chat_reads_only_their_sessions(herme
         gateway.stop()
     theirs = _tool_results(model.requests[2])
     assert sorted(theirs) == [f"c{i}" for i in range(1, 6)]
-    hit_in = lambda sid: f"(session_id {sid}"  # noqa: E731 (the model's own arguments may name an id)
+    hit_in = lambda sid: f"(session_id {sid}"
     for result in (theirs["c1"], theirs["c3"], theirs["c5"]):
         assert _leaks(result) == [] and hit_in(editor) not in result and hit_in(cron_run) not in result
     assert "belongs to another chat user" in theirs["c2"] and "belongs to another chat user" in theirs["c4"]
@@ -268,7 +282,10 @@ def test_a_paired_user_cannot_answer_the_owners_remote_approval(hermes_home, pro
         async with SessionStore.open() as store:
             session = await store.create_session(cwd=str(project), surface="acp", title="Refactor")
             row = await store.create_approval(
-                session_id=session.id, tool_call_id="t1", tool_name="run_command", title="Run `make deploy`",
+                session_id=session.id,
+                tool_call_id="t1",
+                tool_name="run_command",
+                title="Run `make deploy`",
                 detail={"reason": "commands need your approval", "command": "make deploy", "paths": [], "offer_always": True},
             )
             return row.id
@@ -328,9 +345,7 @@ async def test_gateway_sessions_from_before_starters_belong_to_the_owner(hermes_
         for fn in MIGRATIONS[: MIGRATIONS.index(m006_gateway_session_starter)]:
             await fn(conn)
             await conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, time.time()))
-        await conn.execute(
-            "INSERT INTO sessions (id, cwd, surface, created_at, updated_at) VALUES ('old1', '/p', 'gateway', 1.0, 1.0)"
-        )
+        await conn.execute("INSERT INTO sessions (id, cwd, surface, created_at, updated_at) VALUES ('old1', '/p', 'gateway', 1.0, 1.0)")
         await conn.execute(
             "INSERT INTO gateway_chats (chat_key, project, session_id, updated_at, turn_user) VALUES (?, 'app', 'old1', 1.0, ?)",
             (f"{FRIEND}:0", FRIEND),

@@ -23,7 +23,12 @@ def free_port() -> int:
 
 
 def webhook_config(port: int, secret: str | None) -> str:
-    lines = ['mode = "webhook"', 'webhook_url = "https://bot.example/hermes/hook"', 'webhook_listen = "127.0.0.1"', f"webhook_port = {port}"]
+    lines = [
+        'mode = "webhook"',
+        'webhook_url = "https://bot.example/hermes/hook"',
+        'webhook_listen = "127.0.0.1"',
+        f"webhook_port = {port}",
+    ]
     if secret is not None:
         lines.append(f'webhook_secret = "{secret}"')
     return "\n".join(lines)

@@ -66,8 +66,13 @@ async def approvals_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     """Run ``hermes-editor approvals ARGS`` as the user would in a terminal (without blocking the loop)."""
     env = {"HERMES_EDITOR_HOME": str(home), "HOME": str(home.parent / "user-home"), "PATH": os.environ["PATH"], "HERMES_QUIET": "1"}
     proc = await asyncio.create_subprocess_exec(
-        str(BIN / "hermes-editor"), "approvals", *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        str(BIN / "hermes-editor"),
+        "approvals",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return subprocess.CompletedProcess(["hermes-editor", "approvals", *args], proc.returncode, out.decode(), err.decode())

@@ -10,7 +10,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_startup_benchmark_prints_its_figures():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "mcp_startup.py"), "--rounds", "1"], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, str(ROOT / "benchmarks" / "mcp_startup.py"), "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(proc.stdout)

@@ -9,9 +9,9 @@ from pathlib import Path
 import acp
 import pytest
 
-from surface_support.approval_watch import settle_foreign_answers, watch_foreign_answers
 from core.policy.approvals import ApprovalBroker, ApprovalRequest, Decision
 from core.store import SessionStore
+from surface_support.approval_watch import settle_foreign_answers, watch_foreign_answers
 from tests.acp_harness import Client as EditorClient
 from tests.acp_harness import agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
@@ -76,8 +76,15 @@ async def test_always_is_refused_for_a_question_that_asks_every_time(hermes_home
         record = await store.create_session(cwd=str(project), surface="acp", title="editor work")
         request = await broker.open(
             ApprovalRequest(
-                session_id=record.id, tool_call_id="c1", tool_name="run_command", tool_kind="execute",
-                title="Run `rm -rf build`", reason="dangerous", command="rm -rf build", paths=[str(project)], offer_always=False,
+                session_id=record.id,
+                tool_call_id="c1",
+                tool_name="run_command",
+                tool_kind="execute",
+                title="Run `rm -rf build`",
+                reason="dangerous",
+                command="rm -rf build",
+                paths=[str(project)],
+                offer_always=False,
             )
         )
         async with connected(mcp_env(hermes_home)) as client:
@@ -174,7 +181,9 @@ async def test_an_editor_question_cannot_be_answered_over_mcp_even_when_trusted(
         async with running_agent(editor, agent_env(hermes_home, server.base_url)) as (conn, _, _):
             session, prompt, listed = await _asked_in_acp(conn, editor, hermes_home, project, "write notes")
             async with connected(mcp_env(hermes_home), args=("--trust-client-approvals",)) as client:
-                refused = error_text(await client.call_tool("approval_respond", {"approval_id": listed["approval_id"], "decision": decision}))
+                refused = error_text(
+                    await client.call_tool("approval_respond", {"approval_id": listed["approval_id"], "decision": decision})
+                )
             async with SessionStore.open() as store:
                 untouched = await store.get_approval(listed["approval_id"])
             assert not prompt.done() and not (project / "notes.md").exists()

@@ -13,8 +13,21 @@ from hypothesis import strategies as st
 
 from tests.hermes_mcp.harness import hermes_mcp, mcp_env
 
-METHODS = ["initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/read", "prompts/list",
-           "prompts/get", "notifications/initialized", "notifications/cancelled", "logging/setLevel", "nonsense", ""]
+METHODS = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "logging/setLevel",
+    "nonsense",
+    "",
+]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -22,23 +35,26 @@ json_values = st.recursive(
     max_leaves=12,
 )
 tool_calls = st.fixed_dictionaries(
-    {"name": st.sampled_from(["sessions_search", "session_read", "task_status", "skill_view", "memory_read", "nope"]) | st.text(max_size=10),
-     "arguments": st.dictionaries(st.sampled_from(["query", "session_id", "task_id", "name", "cursor", "limit", "page"]), json_values, max_size=3)}
+    {
+        "name": st.sampled_from(["sessions_search", "session_read", "task_status", "skill_view", "memory_read", "nope"])
+        | st.text(max_size=10),
+        "arguments": st.dictionaries(
+            st.sampled_from(["query", "session_id", "task_id", "name", "cursor", "limit", "page"]), json_values, max_size=3
+        ),
+    }
 )
 requests = st.fixed_dictionaries(
     {"jsonrpc": st.sampled_from(["2.0", "1.0"]), "method": st.sampled_from(METHODS) | st.text(max_size=12) | st.integers()},
     optional={"id": st.none() | st.integers() | st.text(max_size=6) | st.booleans(), "params": json_values | tool_calls},
 )
-hostile = (
-    requests.map(json.dumps)
-    | json_values.map(json.dumps)
-    | st.text(max_size=150).filter(lambda t: "\n" not in t and "\r" not in t)
-)
+hostile = requests.map(json.dumps) | json_values.map(json.dumps) | st.text(max_size=150).filter(lambda t: "\n" not in t and "\r" not in t)
 
 
 class Server:
     def __init__(self, home) -> None:
-        self.proc = subprocess.Popen([hermes_mcp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=mcp_env(home), bufsize=0)
+        self.proc = subprocess.Popen(
+            [hermes_mcp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=mcp_env(home), bufsize=0
+        )
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.reader = threading.Thread(target=lambda: [self.lines.put(l) for l in self.proc.stdout], daemon=True)
         self.reader.start()
@@ -75,8 +91,16 @@ class Server:
 def test_hostile_lines_never_break_hermes_mcp(hermes_home):
     server = Server(hermes_home)
     try:
-        server.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
+        server.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}},
+                }
+            )
+        )
         server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         server.ping()
 
@@ -125,11 +149,23 @@ def test_fifty_megabyte_and_over_long_lines(hermes_home):
     try:
         # The very first line is over-long: read before the SDK serves, answered once it does.
         stream(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"pad": "', b"p", MAX_LINE, b'"}}')
-        server.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
+        server.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}},
+                }
+            )
+        )
         server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         before = server.ping()
-        assert before[0] == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Invalid Request: message longer than {MAX_LINE} bytes"}}
+        assert before[0] == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": f"Invalid Request: message longer than {MAX_LINE} bytes"},
+        }
         assert before[1]["id"] == 2 and before[1]["result"]["serverInfo"]["name"] == "hermes"
         baseline = _vm(server.proc.pid, "VmRSS")
 
@@ -139,8 +175,12 @@ def test_fifty_megabyte_and_over_long_lines(hermes_home):
         assert _vm(server.proc.pid, "VmHWM") - baseline < 2 * MAX_LINE
 
         # 50 MB: a real tool call (one 50 MB word to search for), then 50 MB that is not JSON.
-        stream(b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "sessions_search", "arguments": {"query": "',
-               b"x", 50_000_000, b'"}}}')
+        stream(
+            b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "sessions_search", "arguments": {"query": "',
+            b"x",
+            50_000_000,
+            b'"}}}',
+        )
         stream(b"", b"not json at all ", 50_000_000, b"")
         answers = server.ping()
         while not any(m.get("id") == 4 for m in answers):  # the tool call runs beside the ping
@@ -150,7 +190,9 @@ def test_fifty_megabyte_and_over_long_lines(hermes_home):
         (result,) = [m for m in answers if m.get("id") == 4]
         # A tool error that names the limit (the query is too long to search), not a hang.
         assert result["result"]["isError"] is True, str(result)[:500]
-        assert "at most 2,000" in result["result"]["content"][0]["text"] and "50,000,000 characters" in result["result"]["content"][0]["text"]
+        assert (
+            "at most 2,000" in result["result"]["content"][0]["text"] and "50,000,000 characters" in result["result"]["content"][0]["text"]
+        )
         assert server.proc.poll() is None
     finally:
         code = server.close()

@@ -41,7 +41,14 @@ class Served:
 @contextlib.contextmanager
 def http_server(env: dict, address: str = "127.0.0.1:0", args: tuple[str, ...] = ()) -> Iterator[Served]:
     """Start hermes-mcp --http; yields the endpoint and the token it announces."""
-    proc = subprocess.Popen([hermes_mcp(), "--http", address, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [hermes_mcp(), "--http", address, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     served = None
     try:
         lines: list[str] = []
@@ -188,7 +195,9 @@ def test_a_token_file_others_can_read_is_refused(hermes_home):
     ],
 )
 def test_unsafe_or_malformed_addresses_are_refused(hermes_home, address, extra, message):
-    proc = subprocess.run([hermes_mcp(), "--http", address], capture_output=True, text=True, env=mcp_env(hermes_home, extra=extra), timeout=30)
+    proc = subprocess.run(
+        [hermes_mcp(), "--http", address], capture_output=True, text=True, env=mcp_env(hermes_home, extra=extra), timeout=30
+    )
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stdout == ""
     assert not (hermes_home / "mcp-token").exists()

@@ -74,7 +74,9 @@ def test_the_early_initialize_answer_is_the_one_the_sdk_gives(hermes_home, versi
 
 def test_initialize_is_answered_before_the_sdk_is_loaded(hermes_home):
     """The answer comes while the SDK still loads: stdin stays open, and the answer is there in well under the load time."""
-    proc = subprocess.Popen([hermes_mcp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=mcp_env(hermes_home))
+    proc = subprocess.Popen(
+        [hermes_mcp()], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=mcp_env(hermes_home)
+    )
     try:
         started = time.perf_counter()
         proc.stdin.write((json.dumps(_initialize("2025-11-25")) + "\n").encode())

@@ -272,9 +272,9 @@ async def test_cwd_defaults_to_the_clients_root(hermes_home, tmp_path, mode):
 
 async def test_big_changes_and_replies_stay_under_100_kb(hermes_home, project):
     big = "".join(f"line {n} {'x' * 60}\n" for n in range(2000))  # ~135 KB each
-    script = [
-        {**call("write_file", {"path": f"big{n}.txt", "content": big}, f"c{n}"), "chunk_size": 1_000_000} for n in (1, 2, 3)
-    ] + [{"text": "y" * 200_000, "chunk_size": 20_000}]
+    script = [{**call("write_file", {"path": f"big{n}.txt", "content": big}, f"c{n}"), "chunk_size": 1_000_000} for n in (1, 2, 3)] + [
+        {"text": "y" * 200_000, "chunk_size": 20_000}
+    ]
     with ScriptedOpenAIServer(script) as server:
         async with connected(mcp_env(hermes_home, server.base_url)) as client:
             result = await client.call_tool("ask", {"prompt": "big files", "cwd": str(project), "mode": "accept-edits"})

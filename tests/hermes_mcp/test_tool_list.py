@@ -73,7 +73,11 @@ def test_compact_schema_keeps_the_meaning():
     }
     assert compact_schema(schema) == {
         "type": "object",
-        "properties": {"title": {"type": "string"}, "n": {"type": "integer", "default": 3}, "kind": {"enum": ["title", "x"], "type": "string"}},
+        "properties": {
+            "title": {"type": "string"},
+            "n": {"type": "integer", "default": 3},
+            "kind": {"enum": ["title", "x"], "type": "string"},
+        },
     }
     output = compact_schema(schema, output=True)
     assert output["properties"]["title"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}

@@ -258,8 +258,14 @@ async def test_a_trusted_client_cannot_answer_an_editor_or_gateway_question(worl
         record = await store.create_session(cwd=str(world.project), surface=surface, title="elsewhere")
         request = await broker.open(
             ApprovalRequest(
-                session_id=record.id, tool_call_id="c1", tool_name="run_command", tool_kind="execute",
-                title="Run `rm -rf ~`", reason="dangerous", command="rm -rf ~", paths=[str(world.home)],
+                session_id=record.id,
+                tool_call_id="c1",
+                tool_name="run_command",
+                tool_kind="execute",
+                title="Run `rm -rf ~`",
+                reason="dangerous",
+                command="rm -rf ~",
+                paths=[str(world.home)],
             )
         )
         async with connected(mcp_env(world.state), args=TRUST, roots=[world.project]) as client:

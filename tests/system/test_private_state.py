@@ -153,7 +153,13 @@ def test_each_entry_point_makes_an_open_home_private_before_anything_else(tmp_pa
     assert f"the state home {home} was open to other users (0755); it is now 0700" in result.stderr
     # A home that does not exist yet is made 0700, parents included.
     nested = tmp_path / "a" / "b" / "home"
-    subprocess.run([str(BIN / script), *args], capture_output=True, env={**env, "HERMES_EDITOR_HOME": str(nested)}, timeout=60, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [str(BIN / script), *args],
+        capture_output=True,
+        env={**env, "HERMES_EDITOR_HOME": str(nested)},
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert _mode(nested) == 0o700 and _mode(nested.parent) == 0o700
 
 
@@ -184,11 +190,16 @@ def test_logs_stay_private_across_rotation(hermes_home, permissive_umask):
 
 # -- the user's project keeps the user's umask -----------------------------------------------
 
+
 async def test_new_project_files_and_folders_get_the_users_umask(tmp_path, project, permissive_umask):
     script = [_call("write_file", {"path": "docs/guide/intro.md", "content": "# Intro\n"}, "c1"), {"text": "Done."}]
     with ScriptedOpenAIServer(script) as server:
         client = Client(answer="allow_once", fs=False, terminal=False)
-        async with running_agent(client, agent_env(tmp_path / "home", server.base_url), stderr_path=tmp_path / "stderr.log") as (conn, _, _):
+        async with running_agent(client, agent_env(tmp_path / "home", server.base_url), stderr_path=tmp_path / "stderr.log") as (
+            conn,
+            _,
+            _,
+        ):
             sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[acp.text_block("write the guide")])
     assert (project / "docs/guide/intro.md").read_text() == "# Intro\n"
@@ -204,7 +215,11 @@ async def test_commands_run_with_the_users_umask(tmp_path, project, permissive_u
     script = [_call("run_command", {"command": command}, "c1"), {"text": "Done."}]
     with ScriptedOpenAIServer(script) as server:
         client = Client(answer="allow_once", fs=False, terminal=False)
-        async with running_agent(client, agent_env(tmp_path / "home", server.base_url), stderr_path=tmp_path / "stderr.log") as (conn, _, _):
+        async with running_agent(client, agent_env(tmp_path / "home", server.base_url), stderr_path=tmp_path / "stderr.log") as (
+            conn,
+            _,
+            _,
+        ):
             sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[acp.text_block("build it")])
     assert (project / "built/out.txt").read_text() == "ok\n"
@@ -232,7 +247,7 @@ def _older_home(root: Path) -> Path:
     """A home as older versions left it under umask 022: folders 0755, files 0644, objects 0444."""
     home = root / "old-home"
     files = {
-        "config.toml": "log_level = \"info\"\n",
+        "config.toml": 'log_level = "info"\n',
         "SOUL.md": "You are terse.\n",
         "memories/MEMORY.md": "- The user prefers tabs.\n",
         "skills/deploy/SKILL.md": "---\nname: deploy\ndescription: Deploy.\n---\nRun it.\n",

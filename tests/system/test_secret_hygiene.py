@@ -52,7 +52,10 @@ async def test_no_secret_reaches_logs_store_exports_or_children(hermes_home, tmp
     for fmt in ("md", "jsonl"):
         export = subprocess.run(
             [str(__import__("pathlib").Path(sys.executable).parent / "hermes-editor"), "sessions", "export", sid, "--format", fmt],
-            capture_output=True, text=True, env={**env, "HOME": str(hermes_home.parent / "user-home")}, timeout=60,
+            capture_output=True,
+            text=True,
+            env={**env, "HOME": str(hermes_home.parent / "user-home")},
+            timeout=60,
         )
         assert export.returncode == 0, export.stderr
         assert "show me the environment" in export.stdout and not _leaks(export.stdout + export.stderr)

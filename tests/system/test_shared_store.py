@@ -77,17 +77,23 @@ async def test_four_writers_share_one_store(hermes_home, tmp_path):
     db = hermes_home / "state.db"
     stop, ready = tmp_path / "stop", tmp_path / "ready"
     write_config(hermes_home, project, allowed=CHATS)
-    with ScriptedOpenAIServer(reply) as server, FakeTelegram() as telegram, GatewayProcess(
-        gateway_env(hermes_home, telegram, server.base_url)
-    ).start(telegram) as gateway:
+    with (
+        ScriptedOpenAIServer(reply) as server,
+        FakeTelegram() as telegram,
+        GatewayProcess(gateway_env(hermes_home, telegram, server.base_url)).start(telegram) as gateway,
+    ):
         writer = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db), str(project), str(stop), str(ready), str(BULK_SESSIONS), str(BULK_AT_LEAST)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             deadline = time.monotonic() + 30
             while not ready.exists():  # the bulk writer is writing before anyone else starts
-                assert writer.poll() is None and time.monotonic() < deadline, writer.stderr.read() if writer.poll() is not None else "no first write"
+                assert writer.poll() is None and time.monotonic() < deadline, (
+                    writer.stderr.read() if writer.poll() is not None else "no first write"
+                )
                 await asyncio.sleep(0.02)
 
             started = {"acp": threading.Event(), "mcp": threading.Event()}  # each has finished a first turn
@@ -128,7 +134,8 @@ async def test_four_writers_share_one_store(hermes_home, tmp_path):
                 for chat in CHATS:
                     telegram.wait_for(
                         lambda: all(any(m["text"] == f"reply to #{i}" for m in telegram.sent(chat)) for i in range(CHAT_TURNS)),
-                        60, f"every reply in chat {chat}",
+                        60,
+                        f"every reply in chat {chat}",
                     )
 
             (acp_sid, acp_text), (mcp_sid, mcp_views), _ = await asyncio.gather(acp_side(), mcp_side(), asyncio.to_thread(telegram_side))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
-from core.host.checkpoints import Checkpoints
 from core.events import PermissionNeeded
+from core.host.checkpoints import Checkpoints
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.tools.base import FileLedger, ToolContext, ToolRun, run_tool
 from toolsets import toolset
 

@@ -101,7 +101,11 @@ class RecordingClient(Client):
 )
 async def test_dangerous_commands_are_never_offered_always_allow(hermes_home, project):
     (project / "build").mkdir()
-    script = [_call("run_command", {"command": "rm -rf build"}, "c1"), _call("run_command", {"command": "echo hi > out.txt"}, "c2"), {"text": "ok"}]
+    script = [
+        _call("run_command", {"command": "rm -rf build"}, "c1"),
+        _call("run_command", {"command": "echo hi > out.txt"}, "c2"),
+        {"text": "ok"},
+    ]
     with ScriptedOpenAIServer(script) as server:
         client = RecordingClient(answer="reject_once")
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):

@@ -26,10 +26,28 @@ CODE = "def f():\n    if x:\n        return 1\n    return 2\n"
     "text, old, new, expected, how",
     [
         (CODE, "        return 1", "        return 10", CODE.replace("return 1\n", "return 10\n"), "exact match at line 3"),
-        (CODE.replace("\n", "\r\n"), "if x:\n        return 1", "if y:\n        return 1", CODE.replace("if x", "if y").replace("\n", "\r\n"), "line endings match at line 2"),
+        (
+            CODE.replace("\n", "\r\n"),
+            "if x:\n        return 1",
+            "if y:\n        return 1",
+            CODE.replace("if x", "if y").replace("\n", "\r\n"),
+            "line endings match at line 2",
+        ),
         ("a = 1   \nb = 2\t\n", "a = 1\nb = 2\n", "a = 10\nb = 20\n", "a = 10\nb = 20\n", "trailing whitespace match at line 1"),
-        (CODE, "if x:\n    return 1", "if x:\n    return 1\nelse:\n    pass", "def f():\n    if x:\n        return 1\n    else:\n        pass\n    return 2\n", "indentation (+4) match at line 2"),
-        ("\t\tcall()\n\t\tdone()\n", "    call()\n    done()", "    call(1)\n    done()", "\t\tcall(1)\n\t\tdone()\n", "indentation (-2) match at line 1"),
+        (
+            CODE,
+            "if x:\n    return 1",
+            "if x:\n    return 1\nelse:\n    pass",
+            "def f():\n    if x:\n        return 1\n    else:\n        pass\n    return 2\n",
+            "indentation (+4) match at line 2",
+        ),
+        (
+            "\t\tcall()\n\t\tdone()\n",
+            "    call()\n    done()",
+            "    call(1)\n    done()",
+            "\t\tcall(1)\n\t\tdone()\n",
+            "indentation (-2) match at line 1",
+        ),
     ],
     ids=["exact", "crlf", "trailing-ws", "indent-deeper", "indent-tabs"],
 )
@@ -66,13 +84,21 @@ async def test_several_edits_apply_atomically(root):
     session = Session(root)
     failing = await session.run(
         "edit_file",
-        {"path": "app.py", "edits": [{"old_string": "return 1", "new_string": "return 10"}, {"old_string": "return 99", "new_string": "x"}]},
+        {
+            "path": "app.py",
+            "edits": [{"old_string": "return 1", "new_string": "return 10"}, {"old_string": "return 99", "new_string": "x"}],
+        },
     )
     assert failing.failed and "edit 2 of 2" in failing.result.content and "nothing was changed" in failing.result.content
     assert target.read_text() == CODE
     both = await session.run(
         "edit_file",
-        {"path": "app.py", "old_string": "def f():", "new_string": "def g():", "edits": [{"old_string": "return 1", "new_string": "return 10"}, {"old_string": "return 2", "new_string": "return 20"}]},
+        {
+            "path": "app.py",
+            "old_string": "def f():",
+            "new_string": "def g():",
+            "edits": [{"old_string": "return 1", "new_string": "return 10"}, {"old_string": "return 2", "new_string": "return 20"}],
+        },
     )
     assert not both.failed, both.result.content
     assert target.read_text() == "def g():\n    if x:\n        return 10\n    return 20\n"
@@ -90,7 +116,12 @@ async def test_the_diff_is_in_the_approval_request_before_anything_is_written(ro
         (diff,) = request.diffs
         assert diff.path == str(target) and diff.old_text == CODE and "return 10" in diff.new_text
 
-    run = await session.run("edit_file", {"path": "app.py", "old_string": "return 1", "new_string": "return 10"}, answer=Decision.ALLOW_ONCE, before_answer=check)
+    run = await session.run(
+        "edit_file",
+        {"path": "app.py", "old_string": "return 1", "new_string": "return 10"},
+        answer=Decision.ALLOW_ONCE,
+        before_answer=check,
+    )
     assert not run.failed and "return 10" in target.read_text()
     assert run.result.diffs[0].old_text == CODE
 
@@ -193,7 +224,9 @@ async def test_a_huge_file_shows_only_the_changed_lines(root):
     target = root / "huge.txt"
     target.write_text(text)
     session = Session(root, mode="ask")
-    run = await session.run("edit_file", {"path": "huge.txt", "old_string": "row 50000\n", "new_string": "row fifty thousand\n"}, answer=Decision.ALLOW_ONCE)
+    run = await session.run(
+        "edit_file", {"path": "huge.txt", "old_string": "row 50000\n", "new_string": "row fifty thousand\n"}, answer=Decision.ALLOW_ONCE
+    )
     assert not run.failed and "row fifty thousand" in target.read_text()
     (diff,) = session.answered.diffs
     assert diff.old_text == "".join(f"row {i}\n" for i in range(49_997, 50_004))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.events import PermissionNeeded
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
 from core.tools.base import ToolContext, run_tool
 from toolsets import toolset
 

@@ -4,7 +4,6 @@ and reads outside it ask; secrets always ask."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.policy.approvals import Decision
 from core.host.local import LocalHost, decode_text, encode_text, write_atomic
+from core.policy.approvals import Decision
 from tests.toolsets.helpers import Session
 
 
@@ -37,7 +37,12 @@ async def test_read_ranges_caps_and_long_lines(root):
 
 @pytest.mark.parametrize(
     "data, what",
-    [(b"\x89PNG\r\n\x1a\n\x00\x00", "a PNG image"), (b"\x7fELF\x02\x01", "an executable"), (b"abc\x00def", "binary data"), (bytes(range(1, 32)) * 20, "binary data")],
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "a PNG image"),
+        (b"\x7fELF\x02\x01", "an executable"),
+        (b"abc\x00def", "binary data"),
+        (bytes(range(1, 32)) * 20, "binary data"),
+    ],
 )
 async def test_binary_files_are_refused_with_what_they_look_like(root, data, what):
     (root / "blob").write_bytes(data)
@@ -157,7 +162,9 @@ async def test_a_change_made_while_approval_is_pending_is_never_overwritten(root
     def user_types(_request) -> None:
         target.write_text("a = 1\nb = 2  # typed while the question was open\n")
 
-    run = await session.run("edit_file", {"path": "app.py", "old_string": "a = 1", "new_string": "a = 2"}, answer=Decision.ALLOW_ONCE, before_answer=user_types)
+    run = await session.run(
+        "edit_file", {"path": "app.py", "old_string": "a = 1", "new_string": "a = 2"}, answer=Decision.ALLOW_ONCE, before_answer=user_types
+    )
     assert run.failed and "changed while waiting for approval" in run.result.content
     assert target.read_text() == "a = 1\nb = 2  # typed while the question was open\n"
 
@@ -169,7 +176,11 @@ async def test_delete_and_move_show_diffs_and_can_be_undone(root):
     session = Session(root, mode="ask")
     deleted = await session.run("delete_file", {"path": "a.txt"}, answer=Decision.ALLOW_ONCE)
     assert not deleted.failed and not (root / "a.txt").exists()
-    assert session.answered.tool_kind == "delete" and session.answered.diffs[0].old_text == "alpha\n" and session.answered.diffs[0].new_text == ""
+    assert (
+        session.answered.tool_kind == "delete"
+        and session.answered.diffs[0].old_text == "alpha\n"
+        and session.answered.diffs[0].new_text == ""
+    )
     moved = await session.run("move_file", {"source": "b.txt", "destination": "sub/c.txt"}, answer=Decision.ALLOW_ONCE)
     assert not moved.failed and (root / "sub/c.txt").read_text() == "beta\n" and not (root / "b.txt").exists()
     assert session.answered.tool_kind == "move" and session.answered.paths == [str(root / "b.txt"), str(root / "sub/c.txt")]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.policy.approvals import Decision
 from core.host.local import LocalHost, OutputCapture
+from core.policy.approvals import Decision
 from tests.toolsets.helpers import Session
 
 

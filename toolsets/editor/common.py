@@ -80,7 +80,7 @@ def unified_diff(old: str, new: str, label: str, *, context: int = 2, limit: int
     for line in difflib.unified_diff(a, b, f"a/{label}", f"b/{label}", n=context, lineterm=""):
         if match := _HUNK.match(line):
             shift = first_line - 1
-            line = f"@@ -{int(match[1]) + shift}{match[2] or ''} +{int(match[3]) + shift}{match[4] or ''} @@{line[match.end():]}"
+            line = f"@@ -{int(match[1]) + shift}{match[2] or ''} +{int(match[3]) + shift}{match[4] or ''} @@{line[match.end() :]}"
         out.append(line)
     text = "\n".join(out)
     if len(text) > limit:

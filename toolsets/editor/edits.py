@@ -37,7 +37,7 @@ class EditFileArgs(BaseModel):
         if not self.old_string and not self.edits:
             raise ValueError("give old_string and new_string, or edits (to create a file use write_file)")
         if self.old_string and "new_string" not in self.model_fields_set:
-            raise ValueError("new_string is missing (use \"\" to delete the text)")
+            raise ValueError('new_string is missing (use "" to delete the text)')
         return self
 
     def all_edits(self) -> list[Edit]:
@@ -206,9 +206,9 @@ def _reindent(window: list[str], old_lines: list[str], new_lines: list[str], fir
     if base_old == base_file:
         return None  # same indentation: not this strategy's match
     for file_line, old_line in zip(window, old_lines):
-        if old_line.strip() and (not old_line.startswith(base_old) or file_line.rstrip() != base_file + old_line.rstrip()[len(base_old):]):
+        if old_line.strip() and (not old_line.startswith(base_old) or file_line.rstrip() != base_file + old_line.rstrip()[len(base_old) :]):
             return None
-    return [base_file + line[len(base_old):] if line.strip() and line.startswith(base_old) else line for line in new_lines]
+    return [base_file + line[len(base_old) :] if line.strip() and line.startswith(base_old) else line for line in new_lines]
 
 
 def _trailing_whitespace(table: _Lines, old: str, new: str, eol: str):

@@ -169,7 +169,11 @@ def _recount(text: str) -> str:
         j, old, new = i + 1, 0, 0
         while j < len(lines):
             body = lines[j]
-            if body.startswith("@@") or body.startswith("diff ") or (body.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ ")):
+            if (
+                body.startswith("@@")
+                or body.startswith("diff ")
+                or (body.startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ "))
+            ):
                 break
             if body in ("\n", "\r\n"):
                 body = lines[j] = " " + body  # a context line whose leading space was lost
@@ -234,7 +238,11 @@ def _apply_hunks(label: str, text: str, raw: list, eol: str, notes: list[str]) -
         old_len = len(hunk.old) - lead_cut - trail_cut
         new_lines = hunk.new[lead_cut : len(hunk.new) - trail_cut]
         if at != expected or fuzz:
-            notes.append(f"{label}: hunk {number} applied at line {at + 1}" + (f" (offset {at - expected:+d})" if at != expected else "") + (f" with fuzz {fuzz}" if fuzz else ""))
+            notes.append(
+                f"{label}: hunk {number} applied at line {at + 1}"
+                + (f" (offset {at - expected:+d})" if at != expected else "")
+                + (f" with fuzz {fuzz}" if fuzz else "")
+            )
         lines[at : at + old_len] = new_lines
         delta += len(new_lines) - old_len
         floor = at + len(new_lines)
@@ -260,7 +268,7 @@ def _place(lines: list[str], hunk: _Hunk, expected: int, floor: int) -> tuple[in
         size = len(want)
         last = len(lines) - size
         for distance in range(0, max(last - floor, expected - floor, 0) + 1):
-            for at in ((expected + lead - distance, expected + lead + distance) if distance else (expected + lead,)):
+            for at in (expected + lead - distance, expected + lead + distance) if distance else (expected + lead,):
                 if floor <= at <= last and lines[at].rstrip() == want[0] and [line.rstrip() for line in lines[at : at + size]] == want:
                     return at, fuzz
     return None

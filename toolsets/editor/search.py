@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.policy.approvals import is_secret_path
 from core.host.local import BinaryFileError, decode_text
+from core.policy.approvals import is_secret_path
 from core.tools.base import ToolContext, ToolError, ToolOutput, tool
 from toolsets.editor.common import shown
 from toolsets.editor.walk import ALWAYS_SKIP, Ignore, human_size, walk
@@ -140,7 +140,11 @@ def _format(ctx: ToolContext, found: Found, args: GrepArgs) -> str:
     left = found.matches - found.shown
     if left > 0:
         files = len(found.files - found.files_shown)
-        text += f"\n[{left} more matching lines" + (f" in {files} more files" if files else "") + " not shown; narrow the pattern, path or glob]"
+        text += (
+            f"\n[{left} more matching lines"
+            + (f" in {files} more files" if files else "")
+            + " not shown; narrow the pattern, path or glob]"
+        )
     if found.secrets:
         text += f"\n[{len(found.secrets)} file(s) that may hold secrets were not searched]"
     return text
@@ -175,7 +179,18 @@ def grep_python(root: Path, top: Path, regex: re.Pattern, args: GrepArgs) -> Fou
 
 async def grep_ripgrep(rg: str, root: Path, args: GrepArgs) -> Found | None:
     """The search through ripgrep's JSON output; None when rg cannot take the pattern."""
-    command = [rg, "--json", "--sort", "path", "--hidden", "--no-require-git", "--no-ignore-global", "--no-ignore-exclude", "--max-filesize", "20M"]
+    command = [
+        rg,
+        "--json",
+        "--sort",
+        "path",
+        "--hidden",
+        "--no-require-git",
+        "--no-ignore-global",
+        "--no-ignore-exclude",
+        "--max-filesize",
+        "20M",
+    ]
     for name in sorted(ALWAYS_SKIP):
         command += ["-g", f"!{name}/"]
     if args.ignore_case:

@@ -23,7 +23,9 @@ class RunCommandArgs(BaseModel):
     timeout: float = Field(default=120, gt=0, le=1800, description="seconds")
     background: bool = Field(default=False, description="for servers: return at once; see command_output")
     network: bool = Field(default=False, description="it needs the network (the user is asked)")
-    write_paths: list[str] = Field(default_factory=list, description="paths outside the project, or protected ones, it must write (the user is asked)")
+    write_paths: list[str] = Field(
+        default_factory=list, description="paths outside the project, or protected ones, it must write (the user is asked)"
+    )
     sandbox: bool = Field(default=True, description="false: run outside the sandbox with full access (the user is always asked)")
 
 
