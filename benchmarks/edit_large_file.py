@@ -26,7 +26,9 @@ from core.host.checkpoints import Checkpoints
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy
-from core.tools.base import FileLedger, ToolContext, display_diff, run_tool
+from core.tools.context import ToolContext
+from core.tools.diffs import FileLedger, display_diff
+from core.tools.dispatch import run_tool
 from toolsets import toolset
 from toolsets.editor.common import unified_diff
 from toolsets.editor.edits import apply_edit

@@ -18,7 +18,7 @@ from core.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from core.tools.base import Tool
+from core.tools.registry import Tool
 from hermes_acp.render import acp_content, acp_locations
 
 __all__ = ["replay_updates"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.tools.base import Tool
+from core.tools.registry import Tool
 
 __all__ = ["all_tools", "toolset"]
 

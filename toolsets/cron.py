@@ -17,7 +17,9 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
-from core.tools.base import ToolContext, ToolError, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 
 __all__ = ["cron"]
 

@@ -10,7 +10,9 @@ from pydantic import BaseModel, Field
 from core.learning.context import project_root
 from core.learning.screening import redact_secrets
 from core.store import SessionStore, history
-from core.tools.base import ToolContext, ToolError, tool
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import tool
 
 __all__ = ["session_search"]
 

@@ -10,7 +10,9 @@ from pydantic import BaseModel, Field
 from core.learning import gate as learning_gate
 from core.learning.context import current_settings
 from core.learning.memory import FILES, MemoryError, MemoryFlagged, change_memory
-from core.tools.base import ToolContext, ToolError, tool
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import tool
 
 __all__ = ["memory"]
 

@@ -7,7 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.events import PlanEntry, PlanUpdated
-from core.tools.base import ToolContext, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.registry import ToolOutput, tool
 
 __all__ = ["update_plan"]
 

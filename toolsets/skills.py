@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field
 
 from core.learning import gate as learning_gate
 from core.learning import skills
-from core.tools.base import ToolContext, ToolError, tool
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import tool
 
 __all__ = ["skill_manage", "skill_view"]
 

@@ -15,7 +15,7 @@ from core.agent.loop import Agent
 from core.config import Config
 from core.models.base import Model
 from core.policy.approvals import ApprovalBroker
-from core.tools.base import Tool
+from core.tools.registry import Tool
 
 __all__ = ["SURFACES", "SurfaceName", "SurfaceSpec", "build_agent"]
 

@@ -29,7 +29,9 @@ from core.learning.context import LearningSettings
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, Usage, UserMessage
 from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.tools.base import Tool, ToolContext, run_tool, tool_locations, tool_title
+from core.tools.context import ToolContext
+from core.tools.dispatch import run_tool, tool_locations, tool_title
+from core.tools.registry import Tool
 
 __all__ = ["Agent", "Session"]
 

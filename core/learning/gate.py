@@ -26,7 +26,7 @@ from core.locked_json import locked_json
 from core.policy.approvals import Action, ApprovalPolicy, Ruling
 
 if TYPE_CHECKING:
-    from core.tools.base import ToolContext
+    from core.tools.context import ToolContext
 
 __all__ = ["approved", "confirm", "describe", "permit", "remember"]
 

@@ -1,6 +1,6 @@
 """MCP servers a session brings (from the editor): connect, list their tools, run them as Tools.
 
-Each remote tool becomes an ordinary :class:`core.tools.base.Tool` named ``mcp__<server>__<tool>``,
+Each remote tool becomes an ordinary :class:`core.tools.registry.Tool` named ``mcp__<server>__<tool>``,
 so it goes through the one dispatch path and the one approval policy like any other tool.
 The mcp SDK is imported inside functions only: ``import core.tools.mcp_client`` stays cheap, and a
 session without MCP servers never pays for the SDK.
@@ -33,7 +33,9 @@ from pydantic import RootModel
 
 from core.events import ToolUpdated
 from core.redaction import SECRET_ENV_VARS
-from core.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import Tool, ToolOutput
 
 __all__ = ["McpConnections", "McpServerSpec", "mcp_tool_name", "result_text"]
 

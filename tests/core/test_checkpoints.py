@@ -140,7 +140,7 @@ async def test_the_users_repository_is_never_touched(project):
 
 
 def test_gitpython_is_imported_only_when_used():
-    code = "import sys, core.host.checkpoints, core.tools.base; print('git' in sys.modules)"
+    code = "import sys, core.host.checkpoints, core.tools.context, core.tools.dispatch; print('git' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"
 

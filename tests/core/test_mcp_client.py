@@ -18,7 +18,8 @@ from core.events import PermissionNeeded, ToolUpdated
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
-from core.tools.base import ToolContext, ToolRun, run_tool
+from core.tools.context import ToolContext
+from core.tools.dispatch import ToolRun, run_tool
 from core.tools.mcp_client import McpConnections, McpServerSpec, mcp_tool_name, result_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,9 @@ from core.host.checkpoints import Checkpoints
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
-from core.tools.base import FileLedger, ToolContext, ToolRun, run_tool
+from core.tools.context import ToolContext
+from core.tools.diffs import FileLedger
+from core.tools.dispatch import ToolRun, run_tool
 from toolsets import toolset
 
 TOOLS = {t.name: t for t in toolset("editor")}

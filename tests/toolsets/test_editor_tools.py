@@ -11,7 +11,8 @@ from core.events import PermissionNeeded
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
-from core.tools.base import ToolContext, run_tool
+from core.tools.context import ToolContext
+from core.tools.dispatch import run_tool
 from toolsets import toolset
 
 TOOLS = {t.name: t for t in toolset("editor")}

@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 from core.host.local import BinaryFileError, TextFile
-from core.tools.base import ToolContext, ToolError, changed_region
+from core.tools.context import ToolContext
+from core.tools.diffs import changed_region
+from core.tools.errors import ToolError
 
 __all__ = ["eol_of", "existing_text", "match_conventions", "read_text", "shown", "unified_diff", "with_eol"]
 

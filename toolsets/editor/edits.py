@@ -13,7 +13,10 @@ from itertools import accumulate
 
 from pydantic import BaseModel, Field, model_validator
 
-from core.tools.base import FileChange, ToolContext, ToolError, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.diffs import FileChange
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 from toolsets.editor.common import eol_of, read_text, shown, unified_diff, with_eol
 
 __all__ = ["apply_edit", "edit_file"]

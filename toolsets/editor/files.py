@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.tools.base import FileChange, ToolContext, ToolError, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.diffs import FileChange
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 from toolsets.editor.common import existing_text, match_conventions, read_text, shown
 
 __all__ = ["delete_file", "move_file", "read_file", "write_file"]

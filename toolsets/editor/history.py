@@ -9,7 +9,10 @@ from pydantic import BaseModel, Field
 from core.host.checkpoints import Checkpoints
 from core.host.local import BinaryFileError, decode_text
 from core.messages import FileDiff
-from core.tools.base import ToolContext, ToolError, ToolOutput, display_diff, tool
+from core.tools.context import ToolContext
+from core.tools.diffs import display_diff
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 
 __all__ = ["undo"]
 

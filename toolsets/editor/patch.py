@@ -15,7 +15,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from core.host.local import TextFile
-from core.tools.base import FileChange, ToolContext, ToolError, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.diffs import FileChange
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 from toolsets.editor.common import eol_of, existing_text, shown
 
 __all__ = ["apply_patch", "patch_paths"]

@@ -19,7 +19,9 @@ from pydantic import BaseModel, Field
 
 from core.host.local import BinaryFileError, decode_text
 from core.policy.approvals import is_secret_path
-from core.tools.base import ToolContext, ToolError, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 from toolsets.editor.common import shown
 from toolsets.editor.walk import ALWAYS_SKIP, Ignore, human_size, walk
 

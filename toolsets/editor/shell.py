@@ -8,7 +8,9 @@ from pydantic import BaseModel, Field
 
 from core.host.local import CommandResult
 from core.host.sandbox import Grants
-from core.tools.base import ToolContext, ToolError, ToolOutput, tool
+from core.tools.context import ToolContext
+from core.tools.errors import ToolError
+from core.tools.registry import ToolOutput, tool
 
 __all__ = ["command_output", "run_command", "stop_command"]
 

@@ -1,4 +1,4 @@
-"""Tools: typed async functions with metadata, and the one path that dispatches them all."""
+"""``ToolContext``: a tool's only door to the world — files, commands, approvals, checkpoints."""
 
 from __future__ import annotations
 
@@ -6,220 +6,23 @@ import asyncio
 import hashlib
 import logging
 import shutil
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from core.events import DiffContent, Event, Location, Notice, PermissionNeeded, ToolContent, ToolKind, ToolUpdated
+from core.events import Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
 from core.host.checkpoints import Checkpoints
 from core.host.local import BinaryFileError, Host, TextFile, encode_text
 from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
-from core.messages import FileDiff, ToolCallPart, ToolResultMessage
-from core.models.base import ToolSpec
+from core.messages import FileDiff
 from core.paths import within
 from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
-from core.redaction import scrub
+from core.tools.diffs import FileChange, FileLedger, display_diff, ledger_for
+from core.tools.errors import ToolError, ToolRejected
 
-__all__ = [
-    "FileChange",
-    "FileLedger",
-    "Tool",
-    "ToolContext",
-    "ToolError",
-    "ToolOutput",
-    "ToolRejected",
-    "changed_region",
-    "display_diff",
-    "ledger_for",
-    "run_tool",
-    "tool",
-]
+__all__ = ["ToolContext"]
 
 log = logging.getLogger(__name__)
-
-
-class ToolError(Exception):
-    """A failure the model should read and can act on."""
-
-
-class ToolRejected(ToolError):
-    """The user (or the policy) said no."""
-
-
-@dataclass(slots=True)
-class ToolOutput:
-    """What a tool returns: text for the model, content and diffs for the user."""
-
-    text: str
-    content: list[ToolContent] = field(default_factory=list)
-    diffs: list[FileDiff] = field(default_factory=list)
-
-
-ToolFunc = Callable[["ToolContext", Any], Awaitable["ToolOutput | str"]]
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    name: str
-    description: str
-    args_model: type[BaseModel]
-    func: ToolFunc
-    kind: ToolKind
-    read_only: bool
-    toolsets: frozenset[str]
-    # A short human title from the arguments, e.g. "Read src/app.py".
-    title: Callable[[Any], str]
-    # Paths the call touches, relative ones resolved against the session cwd.
-    paths: Callable[[Any], list[str]]
-
-    def spec(self) -> ToolSpec:
-        schema = self.args_model.model_json_schema()
-        defs = schema.pop("$defs", {})
-        return ToolSpec(self.name, self.description, _compact(schema, defs))
-
-
-def _compact(node: Any, defs: dict) -> Any:
-    """A schema without titles, without defaults that go without saying ("", false, 0, [], null), and
-    with nested models inlined: smaller, and every provider takes it."""
-    if isinstance(node, list):
-        return [_compact(item, defs) for item in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        return _compact(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
-    return {k: _compact(v, defs) for k, v in node.items() if not (k == "title" and isinstance(v, str)) and not (k == "default" and not v)}
-
-
-def tool(
-    *,
-    kind: ToolKind,
-    read_only: bool,
-    toolsets: Iterable[str],
-    title: Callable[[Any], str] | None = None,
-    paths: Callable[[Any], list[str]] | None = None,
-) -> Callable[[ToolFunc], Tool]:
-    """Make a Tool of ``async def name(ctx, args: ArgsModel)``; its docstring is the description."""
-
-    def wrap(func: ToolFunc) -> Tool:
-        args_model = func.__annotations__.get("args")
-        if isinstance(args_model, str):
-            args_model = func.__globals__[args_model]
-        return Tool(
-            name=func.__name__,
-            description=(func.__doc__ or "").strip(),
-            args_model=args_model,
-            func=func,
-            kind=kind,
-            read_only=read_only,
-            toolsets=frozenset(toolsets),
-            title=title or (lambda _args, _n=func.__name__: _n),
-            paths=paths or (lambda _args: []),
-        )
-
-    return wrap
-
-
-@dataclass(slots=True)
-class FileChange:
-    """One file a tool is about to change: ``after`` None deletes it, ``move_to`` renames it."""
-
-    path: Path
-    before: TextFile | None  # None: the file does not exist yet
-    after: str | None
-    encoding: str = "utf-8"
-    move_to: Path | None = None
-
-
-class FileLedger:
-    """What the agent last saw of each file, so that a write never lands on content it has not seen."""
-
-    def __init__(self) -> None:
-        self._seen: dict[Path, str] = {}
-
-    def saw(self, path: Path, text: str) -> None:
-        self._seen[path] = _digest(text)
-
-    def forget(self, path: Path) -> None:
-        self._seen.pop(path, None)
-
-    def stale(self, path: Path, text: str) -> bool:
-        """True when the agent read ``path`` and it holds something else now."""
-        seen = self._seen.get(path)
-        return seen is not None and seen != _digest(text)
-
-
-_LEDGERS: OrderedDict[str, FileLedger] = OrderedDict()
-
-
-def ledger_for(session_id: str) -> FileLedger:
-    """The session's ledger (kept for the most recent sessions of this process)."""
-    ledger = _LEDGERS.pop(session_id, None) or FileLedger()
-    _LEDGERS[session_id] = ledger
-    while len(_LEDGERS) > 256:
-        _LEDGERS.popitem(last=False)
-    return ledger
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-DIFF_FULL_LIMIT = 256_000
-_CHUNK = 65536
-
-
-def changed_region(old: str, new: str, context: int = 3) -> tuple[int, int, int, int]:
-    """Where two texts differ, in whole lines plus ``context`` lines around:
-    (start, old_end, new_end) as offsets, and the 1-based line number of ``start``.
-
-    Found by comparing slices (memcmp speed), so a one-line change in a 10 MB file costs
-    milliseconds, not a line-by-line walk.
-    """
-    limit = min(len(old), len(new))
-    prefix = 0
-    while prefix < limit and old[prefix : prefix + _CHUNK] == new[prefix : prefix + _CHUNK]:
-        prefix += _CHUNK
-    prefix = min(prefix, limit)
-    while prefix < limit and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix, room = 0, limit - prefix
-    while (
-        suffix + _CHUNK <= room
-        and old[len(old) - suffix - _CHUNK : len(old) - suffix] == new[len(new) - suffix - _CHUNK : len(new) - suffix]
-    ):
-        suffix += _CHUNK
-    while suffix < room and old[len(old) - suffix - 1] == new[len(new) - suffix - 1]:
-        suffix += 1
-    start = old.rfind("\n", 0, prefix) + 1
-    for _ in range(context):
-        if start == 0:
-            break
-        start = old.rfind("\n", 0, start - 1) + 1
-    ends = []
-    for text in (old, new):
-        end = len(text) - suffix
-        if end > start and text[end - 1] == "\n" and suffix:
-            end -= 1  # the change ends with a whole line: its newline is part of it
-        for _ in range(context + 1):
-            found = text.find("\n", end)
-            end = len(text) if found == -1 else found + 1
-            if end == len(text):
-                break
-        ends.append(end)
-    return start, ends[0], ends[1], old.count("\n", 0, start) + 1
-
-
-def display_diff(path: Path, old: str | None, new: str) -> FileDiff:
-    """The diff the user sees. Past DIFF_FULL_LIMIT only the changed lines (and some context)
-    travel, so that a one-line edit of a huge file does not send it twice."""
-    if old is None or len(old) + len(new) <= DIFF_FULL_LIMIT:
-        return FileDiff(path=str(path), old_text=old, new_text=new)
-    start, old_end, new_end, _ = changed_region(old, new)
-    return FileDiff(path=str(path), old_text=old[start:old_end], new_text=new[start:new_end])
 
 
 @dataclass(slots=True)
@@ -234,7 +37,8 @@ class ToolContext:
     broker: ApprovalBroker
     emit: Callable[[Event], Awaitable[None]]
     call_id: str = ""
-    tool: Tool | None = None
+    tool_name: str = "?"  # the running call's tool, set by dispatch
+    tool_kind: str = "other"
     remember_rule: Callable[[str, str, str], Awaitable[None]] | None = None
     # The turn this call belongs to: a turn's first write of a file checkpoints it. Without
     # one, each call is its own checkpoint.
@@ -266,7 +70,7 @@ class ToolContext:
 
     async def check_read(self, path: Path) -> None:
         """Ask before reading outside the project or a secret; allow the rest."""
-        await self._gate(Action(self._name, self._kind, True, (path,)), title=f"Read {path}")
+        await self._gate(Action(self.tool_name, self.tool_kind, True, (path,)), title=f"Read {path}")
 
     async def read_file(self, path: Path) -> TextFile:
         """Read a text file through the host, remembering what the agent saw of it."""
@@ -291,20 +95,20 @@ class ToolContext:
     async def approve_change(self, title: str, diffs: list[FileDiff], paths: list[Path] | None = None) -> None:
         """Ask before changing files (``diffs`` are shown); raises ToolRejected on no."""
         touched = tuple(paths) if paths is not None else tuple(Path(d.path) for d in diffs)
-        await self._gate(Action(self._name, self._kind, False, touched), title=title, diffs=diffs)
+        await self._gate(Action(self.tool_name, self.tool_kind, False, touched), title=title, diffs=diffs)
         self._approved.update(touched)
 
     async def approve_command(self, command: str, cwd: Path, wants: Grants = Grants()) -> None:
         """Ask before running ``command`` (and for what it ``wants`` beyond the sandbox); raises
         ToolRejected on no. The command then runs with what its ruling grants."""
-        action = Action(self._name, "execute", False, (cwd,), command, wants)
+        action = Action(self.tool_name, "execute", False, (cwd,), command, wants)
         ruling = await self._gate(action, title=f"Run `{command}`", command=command)
         self._command_approved = command
         self._confinement = Confinement(tuple(self.roots), ruling.grants)
 
     async def approve_call(self, title: str, *, detail: str = "") -> None:
         """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say)."""
-        await self._gate(Action(self._name, self._kind, False, ()), title=title, detail=detail)
+        await self._gate(Action(self.tool_name, self.tool_kind, False, ()), title=title, detail=detail)
 
     async def apply_changes(self, title: str, changes: list[FileChange]) -> list[FileDiff]:
         """The one way tools change files; all of ``changes`` land or none do.
@@ -447,14 +251,6 @@ class ToolContext:
             return ""
         return await asyncio.to_thread(_remove_new_protected, roots, before, confinement)
 
-    @property
-    def _name(self) -> str:
-        return self.tool.name if self.tool else "?"
-
-    @property
-    def _kind(self) -> str:
-        return self.tool.kind if self.tool else "other"
-
     async def _gate(
         self,
         action: Action,
@@ -547,85 +343,3 @@ def _check_encodable(path: Path, text: str, encoding: str) -> None:
         raise ToolError(
             f"{path} is encoded in {encoding}, which cannot hold {char!r} (U+{ord(char):04X}); use only characters that {encoding} has."
         ) from None
-
-
-def _format_validation(tool_name: str, exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        problems.append(f"{loc}: {err['msg']}")
-    return f"Invalid arguments for {tool_name}: " + "; ".join(problems)
-
-
-@dataclass(slots=True)
-class ToolRun:
-    """The outcome of one dispatched call."""
-
-    result: ToolResultMessage
-    content: list[ToolContent]
-    failed: bool
-
-
-async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolRun:
-    """The one dispatch path: validate, run, turn every failure into a result the model reads."""
-    found = tools.get(call.name)
-
-    def fail(message: str) -> ToolRun:
-        return ToolRun(
-            ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=scrub(message), is_error=True),
-            [],
-            True,
-        )
-
-    if found is None:
-        return fail(f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(tools))}.")
-    if call.invalid_arguments is not None:
-        return fail(
-            f"The arguments for {call.name} were not a valid JSON object: {call.invalid_arguments[:200]!r}. "
-            "Call the tool again with valid JSON arguments."
-        )
-    try:
-        args = found.args_model.model_validate(call.arguments)
-    except ValidationError as exc:
-        return fail(_format_validation(call.name, exc))
-    ctx.tool = found
-    ctx.call_id = call.id
-    try:
-        output = await found.func(ctx, args)
-    except ToolError as exc:
-        return fail(str(exc))
-    except asyncio.CancelledError:
-        raise
-    except (OSError, UnicodeError) as exc:
-        return fail(f"{call.name} failed: {exc}")
-    except Exception as exc:  # a bug in a tool must not end the turn
-        log.exception("tool %s crashed", call.name)
-        return fail(f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
-    if isinstance(output, str):
-        output = ToolOutput(output)
-    content = list(output.content) or [DiffContent(d.path, d.old_text, d.new_text) for d in output.diffs]
-    return ToolRun(
-        ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=scrub(output.text), diffs=list(output.diffs)),
-        content,
-        False,
-    )
-
-
-def tool_locations(found: Tool | None, args: dict, ctx: ToolContext) -> list[Location]:
-    """Absolute locations a call will touch, for the editor to follow."""
-    if found is None:
-        return []
-    try:
-        parsed = found.args_model.model_validate(args)
-        return [Location(str(ctx.resolve(p))) for p in found.paths(parsed)]
-    except Exception:
-        return []
-
-
-def tool_title(found: Tool | None, name: str, args: dict) -> str:
-    if found is None:
-        return name
-    try:
-        return found.title(found.args_model.model_validate(args))
-    except Exception:
-        return name

@@ -1,0 +1,92 @@
+"""Tools: typed async functions with metadata (``@tool``), and what they return."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.events import ToolContent, ToolKind
+from core.messages import FileDiff
+from core.models.base import ToolSpec
+from core.tools.context import ToolContext
+
+__all__ = ["Tool", "ToolFunc", "ToolOutput", "tool"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """What a tool returns: text for the model, content and diffs for the user."""
+
+    text: str
+    content: list[ToolContent] = field(default_factory=list)
+    diffs: list[FileDiff] = field(default_factory=list)
+
+
+ToolFunc = Callable[["ToolContext", Any], Awaitable["ToolOutput | str"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    func: ToolFunc
+    kind: ToolKind
+    read_only: bool
+    toolsets: frozenset[str]
+    # A short human title from the arguments, e.g. "Read src/app.py".
+    title: Callable[[Any], str]
+    # Paths the call touches, relative ones resolved against the session cwd.
+    paths: Callable[[Any], list[str]]
+
+    def spec(self) -> ToolSpec:
+        schema = self.args_model.model_json_schema()
+        defs = schema.pop("$defs", {})
+        return ToolSpec(self.name, self.description, _compact(schema, defs))
+
+
+def _compact(node: Any, defs: dict) -> Any:
+    """A schema without titles, without defaults that go without saying ("", false, 0, [], null), and
+    with nested models inlined: smaller, and every provider takes it."""
+    if isinstance(node, list):
+        return [_compact(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return _compact(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    return {k: _compact(v, defs) for k, v in node.items() if not (k == "title" and isinstance(v, str)) and not (k == "default" and not v)}
+
+
+def tool(
+    *,
+    kind: ToolKind,
+    read_only: bool,
+    toolsets: Iterable[str],
+    title: Callable[[Any], str] | None = None,
+    paths: Callable[[Any], list[str]] | None = None,
+) -> Callable[[ToolFunc], Tool]:
+    """Make a Tool of ``async def name(ctx, args: ArgsModel)``; its docstring is the description."""
+
+    def wrap(func: ToolFunc) -> Tool:
+        args_model = func.__annotations__.get("args")
+        if isinstance(args_model, str):
+            args_model = func.__globals__[args_model]
+        return Tool(
+            name=func.__name__,
+            description=(func.__doc__ or "").strip(),
+            args_model=args_model,
+            func=func,
+            kind=kind,
+            read_only=read_only,
+            toolsets=frozenset(toolsets),
+            title=title or (lambda _args, _n=func.__name__: _n),
+            paths=paths or (lambda _args: []),
+        )
+
+    return wrap
