@@ -316,7 +316,7 @@ def curl_effects(args: list[str]) -> Effects:
     for option, value in scan(args, _CURL_VALUES):
         if option is None:
             urls.append(value or "")
-            if (value or "").startswith("file://"):
+            if value and value.startswith("file://"):
                 e.reads.append(value[len("file://") :])
             continue
         if option in ("-O", "--remote-name"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.policy import command_args as args_
 from core.policy import command_code as code_
@@ -24,6 +25,9 @@ from core.policy.command_tables import (
     network_use,
 )
 from core.policy.commands import Script, SimpleCommand
+
+if TYPE_CHECKING:
+    from core.policy.command_args import Effects
 
 _WRITERS = {"cp", "mv", "install", "rsync", "ln", "touch", "mkdir", "rm", "rmdir", "unlink", "truncate", "tee", "shred"}
 _MODE_WRITERS = {"chmod", "chown", "chgrp"}
@@ -113,10 +117,34 @@ class Grades:
 
     __slots__ = ()
 
-    def _network(self, prog: str, argv: list[str], level: int, cwd: Path) -> None:
+    if TYPE_CHECKING:
+        # What the judge supplies.
+        home: Path
+        reads: list[Path]
+
+        def flag(self, level: int, reason: str) -> None: ...
+        def apply(self, effects: Effects, cwd: Path, *, sends: bool = False) -> None: ...
+        def nested_text(self, text: str, cwd: Path, privileged: bool) -> None: ...
+        def run(
+            self,
+            argv: list[str],
+            command: SimpleCommand,
+            script: Script,
+            cwd: Path,
+            privileged: bool,
+            source: tuple[str, str | None] | None = None,
+        ) -> None: ...
+        def _write(self, word: str, cwd: Path) -> None: ...
+        def _write_path(self, path: Path) -> None: ...
+        def _path(self, word: str, cwd: Path) -> Path | None: ...
+        def _is_root_target(self, word: str, cwd: Path) -> bool: ...
+        def _read_program(self, word: str, cwd: Path) -> str | None: ...
+
+    def _network(self, prog: str, argv: list[str], level: int, cwd: Path) -> bool:
+        """Flags what a network client runs locally; True when the command reaches the network."""
         args = argv[1:]
         words = [a for a in (args_.git_globals(args)[3] if prog == "git" else args) if not a.startswith("-")]
-        if (
+        reaches = bool(
             network_use(prog, words)
             or prog == "rsync"
             and any(_REMOTE.match(a) for a in words)
@@ -124,8 +152,7 @@ class Grades:
             and any(re.match(r"^-[A-Za-z]*[SU]", a) for a in args)
             or level > SAFE
             and any(a.startswith(NETWORK_SCHEMES) or re.match(r"^[\w.-]+@[\w.-]+:", a) for a in args)
-        ):
-            self.network = True
+        )
         if prog in ("ssh", "scp", "sftp", "rsync", "git"):
             for i, word in enumerate(args):
                 value = args[i + 1] if word == "-o" and i + 1 < len(args) else word[2:] if word.startswith("-o") else ""
@@ -135,6 +162,7 @@ class Grades:
                     self.flag(DANGEROUS, f"{prog} runs a local command or library ({value.split('=')[0]})")
                 if prog in ("rsync", "scp") and word in ("-e", "--rsh", "-S") and i + 1 < len(args):
                     self.nested_text(args[i + 1], cwd, False)
+        return reaches
 
     def _grade(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path) -> tuple[int, str]:
         prog, args = argv[0], argv[1:]
@@ -229,7 +257,7 @@ class Grades:
             return self._reader(prog, args, plain, cwd)
         return NORMAL, f"{prog} may change things"
 
-    def _writer(self, prog, args, plain, flags, cwd) -> tuple[int, str]:
+    def _writer(self, prog: str, args: list[str], plain: list[str], flags: str, cwd: Path) -> tuple[int, str]:
         recursive = "r" in flags.lower() or "--recursive" in args
         targets = plain[1:] if prog in _MODE_WRITERS else plain[-1:] if prog in ("cp", "install", "rsync", "ln") else plain
         if "--no-preserve-root" in args:
@@ -249,7 +277,7 @@ class Grades:
             return DANGEROUS, "shred destroys file contents"
         return NORMAL, f"{prog} changes files"
 
-    def _git(self, argv, cwd) -> tuple[int, str]:
+    def _git(self, argv: list[str], cwd: Path) -> tuple[int, str]:
         settings, dirs, special, args = args_.git_globals(argv[1:])
         for directory in dirs:
             cwd = self._path(directory, cwd) or cwd
@@ -416,7 +444,7 @@ class Grades:
                 if prog == "uniq"
                 else {"-c", "-g", "-l", "-s", "-o", "-n", "-cols", "-len", "-seek", "-name"}
             )
-            operands = [v for o, v in args_.scan(args, values) if o is None]
+            operands = [v for o, v in args_.scan(args, values) if o is None and v is not None]
             if len(operands) > 1 and operands[1] != "-":
                 self._write(operands[1], cwd)
         elif prog in ("rg", "ag") and any(a in ("--pre", "--pager") or a.startswith(("--pre=", "--pager=")) for a in args):
@@ -473,7 +501,7 @@ class Grades:
             return NORMAL, "black without --check writes files"
         return SAFE, "it only reads"
 
-    def _sql_danger(self, prog, args, command: SimpleCommand, script: Script) -> bool:
+    def _sql_danger(self, prog: str, args: list[str], command: SimpleCommand, script: Script) -> bool:
         if prog not in _DB_CLIENTS:
             return False
         texts = list(args) + [r.target for r in command.redirects if r.op in ("<<", "<<-", "<<<")]

@@ -112,6 +112,9 @@ _SYSTEM_DIRS = (
     "/private/var",
 )
 _TEMP_DIRS = ("/var/tmp", "/var/folders", "/private/var/folders", "/private/tmp")
+# Where a command's arguments come from: ("input", replace-string) under xargs, ("placeholder", "{}")
+# under find -exec and fd -x; None when they are its own.
+_Source = tuple[str, str | None] | None
 # For lines that do not parse; parsed lines are checked structurally (a function that pipes or
 # backgrounds itself).
 _FORK_TEXT = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
@@ -287,7 +290,7 @@ class _Judge(Grades):
         script: Script,
         cwd: Path,
         privileged: bool,
-        source: tuple[str, str | None] | None = None,
+        source: _Source = None,
     ) -> None:
         """Judge one program run, looking through wrappers and into the commands it runs.
 
@@ -300,9 +303,7 @@ class _Judge(Grades):
         finally:
             self.current = max(outer, self.current)
 
-    def _run(
-        self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: tuple[str, str | None] | None
-    ) -> None:
+    def _run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: _Source) -> None:
         self._assignments(command.assignments, cwd)
         while argv:
             if argv[0] in self.aliases and argv[0] not in self.expanding:
@@ -404,7 +405,8 @@ class _Judge(Grades):
         self.all_keys.append(key)
         if self.current > SAFE:
             self.keys.append(key)
-        self._network(prog, argv, level, cwd)
+        if self._network(prog, argv, level, cwd):
+            self.network = True
         for word in argv[1:]:
             if word.startswith("--") and "=" in word:
                 self._read(word.partition("=")[2], cwd)
@@ -468,7 +470,7 @@ class _Judge(Grades):
                 return "literal", fmt
         return "unknown", f"the output of {prog}"
 
-    def _shell(self, argv, command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source=None) -> bool:
+    def _shell(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: _Source = None) -> bool:
         """``sh -c TEXT``, ``eval TEXT``, a shell fed its script: judge what they run.
 
         True when the text it runs was judged (or flagged as unknowable); False when it runs a
@@ -520,7 +522,7 @@ class _Judge(Grades):
             return True
         return False
 
-    def _source(self, argv, command: SimpleCommand, script: Script) -> None:
+    def _source(self, argv: list[str], command: SimpleCommand, script: Script) -> None:
         target = argv[1] if len(argv) > 1 else ""
         if (
             target.startswith("<(")
@@ -531,7 +533,7 @@ class _Judge(Grades):
         ):
             self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {target})")
 
-    def _inline(self, argv, command: SimpleCommand, script: Script, cwd: Path, source) -> None:
+    def _inline(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, source: _Source) -> None:
         """``python -c``, ``perl -e``, ``node -e`` ... and interpreters fed code on stdin."""
         prog = argv[0]
         found = code_.find_inline(prog, argv[1:])
@@ -571,7 +573,7 @@ class _Judge(Grades):
             elif module == "http.server":
                 self.network = True
 
-    def _interpreter_input(self, argv, command: SimpleCommand, script: Script) -> None:
+    def _interpreter_input(self, argv: list[str], command: SimpleCommand, script: Script) -> None:
         """Code fetched from the network and run: ``curl ... | sh``, ``sh -c "$(curl ...)"``."""
         fetched = any(_runs(nested, DOWNLOADERS) for nested in command.nested)
         upstream = script.pipeline_of(command)
@@ -581,7 +583,16 @@ class _Judge(Grades):
         if fetched:
             self.flag(DANGEROUS, f"it runs code downloaded from the network ({argv[0]})")
 
-    def _exec_args(self, argv, starts, ends, command: SimpleCommand, script: Script, cwd: Path, privileged: bool) -> None:
+    def _exec_args(
+        self,
+        argv: list[str],
+        starts: tuple[str, ...],
+        ends: tuple[str, ...],
+        command: SimpleCommand,
+        script: Script,
+        cwd: Path,
+        privileged: bool,
+    ) -> None:
         """The commands ``find -exec`` and ``fd -x`` run, with the found names put in for ``{}``."""
         i = 1
         while i < len(argv):
@@ -625,8 +636,8 @@ class _Judge(Grades):
     def _write(self, word: str, cwd: Path) -> None:
         pattern = getattr(word, "glob", None)
         if pattern and (matches := args_.expand_glob(pattern, cwd, self.home)[0]):
-            for path in matches:
-                self._write_path(path)
+            for match in matches:
+                self._write_path(match)
             return
         if _BLOCK_DEVICE.match(word):
             return self.flag(HARD, f"it writes raw data to the disk device {word}")

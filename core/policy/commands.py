@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import glob as _glob
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ParseError", "Redirect", "Script", "SimpleCommand", "Word", "parse"]
 
 MAX_DEPTH = 8
+# A lexer token: ("w", word, nested scripts, raw text), ("op", operator), ("io", fd) or ("nl",).
+_Token = tuple[Any, ...]
 _OPERATORS = (
     "&>>",
     "<<<",
@@ -100,7 +104,7 @@ class Script:
     def pipeline_of(self, command: SimpleCommand) -> list[SimpleCommand]:
         return [c for c in self.commands if c.pipeline == command.pipeline]
 
-    def walk(self):
+    def walk(self) -> Iterator[Script]:
         """Every script in this one, itself first."""
         yield self
         for command in self.commands:
@@ -195,9 +199,9 @@ class _Lexer:
         self.i = 0
         self.depth = depth
         self.pending: list[tuple[int, str, bool, bool]] = []  # (token index, delimiter, strip tabs, quoted)
-        self.out: list[tuple] = []
+        self.out: list[_Token] = []
 
-    def tokens(self) -> list[tuple]:
+    def tokens(self) -> list[_Token]:
         s = self.s
         while True:
             while self.i < len(s) and s[self.i] in " \t\r":
@@ -228,12 +232,12 @@ class _Lexer:
                     self._heredoc_start(op == "<<-")
             else:
                 start = self.i
-                value, nested = self._word()
+                value, words_nested = self._word()
                 raw = s[start : self.i]
                 if raw.isdigit() and self.i < len(s) and s[self.i] in "<>":
                     self.out.append(("io", raw))
                 else:
-                    self.out.append(("w", value, nested, raw))
+                    self.out.append(("w", value, words_nested, raw))
         if self.pending:
             self._heredoc_bodies()
         return self.out
@@ -265,7 +269,8 @@ class _Lexer:
         self.pending = []
 
     def _word(self) -> tuple[Word, list[Script]]:
-        s, nested = self.s, []
+        s = self.s
+        nested: list[Script] = []
         self.pieces: list[tuple[str, bool]] = []  # (text, whether its glob characters are live)
         self.expanded = False
         out = _Pieces(self, False)
@@ -479,7 +484,7 @@ def _body_substitutions(body: str, depth: int) -> list[Script]:
 
 
 class _Builder:
-    def __init__(self, tokens: list[tuple], depth: int) -> None:
+    def __init__(self, tokens: list[_Token], depth: int) -> None:
         self.toks = tokens
         self.depth = depth
         self.script = Script()
