@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.policy.command_tables import names
+
 SAFE, NORMAL, DANGEROUS, HARD = 0, 1, 2, 3
 # What this shell substitutes into a word that the line itself did not spell out.
 _UNCHECKED = re.compile(r"\$\(|`|\$\{?(?!(?:HOME|PWD|USER|LOGNAME|TMPDIR|OLDPWD)\b)[A-Za-z_@*#?!0-9-]")
@@ -156,157 +158,22 @@ def static_prefix(pattern: str) -> str:
 
 # --- network clients -----------------------------------------------------------------------
 
-_CURL_VALUES = frozenset(
-    [
-        "-A",
-        "-b",
-        "-c",
-        "-C",
-        "-d",
-        "-D",
-        "-e",
-        "-E",
-        "-F",
-        "-H",
-        "-K",
-        "-m",
-        "-o",
-        "-P",
-        "-Q",
-        "-r",
-        "-t",
-        "-T",
-        "-u",
-        "-U",
-        "-w",
-        "-x",
-        "-X",
-        "-y",
-        "-Y",
-        "-z",
-        "--data",
-        "--data-ascii",
-        "--data-binary",
-        "--data-raw",
-        "--data-urlencode",
-        "--json",
-        "--form",
-        "--form-string",
-        "--upload-file",
-        "--config",
-        "--cert",
-        "--key",
-        "--cacert",
-        "--capath",
-        "--netrc-file",
-        "--cookie",
-        "--cookie-jar",
-        "--output",
-        "--dump-header",
-        "--trace",
-        "--trace-ascii",
-        "--stderr",
-        "--libcurl",
-        "--header",
-        "--proxy-header",
-        "--variable",
-        "--url-query",
-        "--proxy-cert",
-        "--proxy-key",
-        "--proxy-cacert",
-        "--output-dir",
-        "--etag-save",
-        "--etag-compare",
-        "--hsts",
-        "--alt-svc",
-        "--url",
-        "--user",
-        "--user-agent",
-        "--referer",
-        "--request",
-        "--proxy",
-        "--max-time",
-        "--connect-timeout",
-        "--retry",
-        "--retry-delay",
-        "--retry-max-time",
-        "--write-out",
-        "--range",
-        "--resolve",
-        "--connect-to",
-        "--interface",
-        "--limit-rate",
-        "--max-filesize",
-        "--ciphers",
-        "--pinnedpubkey",
-        "--crlfile",
-        "--unix-socket",
-        "--abstract-unix-socket",
-        "--doh-url",
-        "--oauth2-bearer",
-        "--aws-sigv4",
-        "--mail-from",
-        "--mail-rcpt",
-        "--mail-auth",
-        "--quote",
-        "--speed-limit",
-        "--speed-time",
-        "--time-cond",
-        "--tls-max",
-        "--preproxy",
-        "--proxy-user",
-        "--socks4",
-        "--socks5",
-        "--socks5-hostname",
-        "--noproxy",
-        "--dns-servers",
-        "--local-port",
-        "--create-file-mode",
-        "--ftp-port",
-        "--cert-type",
-        "--key-type",
-        "--pass",
-        "--proto",
-        "--proto-redir",
-        "--proto-default",
-        "--expect100-timeout",
-        "--keepalive-time",
-        "--parallel-max",
-        "--service-name",
-        "--login-options",
-        "--max-redirs",
-    ]
+_CURL_VALUES = names(
+    "-A -b -c -C -d -D -e -E -F -H -K -m -o -P -Q -r -t -T -u -U -w -x -X -y -Y -z --data --data-ascii --data-binary --data-raw "
+    "--data-urlencode --json --form --form-string --upload-file --config --cert --key --cacert --capath --netrc-file --cookie "
+    "--cookie-jar --output --dump-header --trace --trace-ascii --stderr --libcurl --header --proxy-header --variable --url-query "
+    "--proxy-cert --proxy-key --proxy-cacert --output-dir --etag-save --etag-compare --hsts --alt-svc --url --user --user-agent "
+    "--referer --request --proxy --max-time --connect-timeout --retry --retry-delay --retry-max-time --write-out --range --resolve "
+    "--connect-to --interface --limit-rate --max-filesize --ciphers --pinnedpubkey --crlfile --unix-socket --abstract-unix-socket "
+    "--doh-url --oauth2-bearer --aws-sigv4 --mail-from --mail-rcpt --mail-auth --quote --speed-limit --speed-time --time-cond "
+    "--tls-max --preproxy --proxy-user --socks4 --socks5 --socks5-hostname --noproxy --dns-servers --local-port --create-file-mode "
+    "--ftp-port --cert-type --key-type --pass --proto --proto-redir --proto-default --expect100-timeout --keepalive-time "
+    "--parallel-max --service-name --login-options --max-redirs"
 )
-_CURL_READS = {
-    "-T",
-    "--upload-file",
-    "-K",
-    "--config",
-    "--key",
-    "--cacert",
-    "--capath",
-    "--netrc-file",
-    "--proxy-key",
-    "--proxy-cacert",
-    "--crlfile",
-    "--etag-compare",
-}
-_CURL_WRITES = {
-    "-o",
-    "--output",
-    "-D",
-    "--dump-header",
-    "-c",
-    "--cookie-jar",
-    "--trace",
-    "--trace-ascii",
-    "--stderr",
-    "--libcurl",
-    "--etag-save",
-    "--hsts",
-    "--alt-svc",
-    "--output-dir",
-}
+_CURL_READS = names("-T --upload-file -K --config --key --cacert --capath --netrc-file --proxy-key --proxy-cacert --crlfile --etag-compare")
+_CURL_WRITES = names(
+    "-o --output -D --dump-header -c --cookie-jar --trace --trace-ascii --stderr --libcurl --etag-save --hsts --alt-svc --output-dir"
+)
 _NAME_AT_FILE = re.compile(r"^%?([^=@]*)@(.+)$")
 
 
@@ -346,65 +213,12 @@ def curl_effects(args: list[str]) -> Effects:
     return e
 
 
-_WGET_VALUES = frozenset(
-    [
-        "-O",
-        "-o",
-        "-a",
-        "-i",
-        "-P",
-        "-e",
-        "-t",
-        "-T",
-        "-w",
-        "-U",
-        "-l",
-        "-A",
-        "-R",
-        "-D",
-        "-I",
-        "-X",
-        "-B",
-        "-Q",
-        "--output-document",
-        "--output-file",
-        "--append-output",
-        "--input-file",
-        "--directory-prefix",
-        "--execute",
-        "--post-file",
-        "--body-file",
-        "--post-data",
-        "--body-data",
-        "--load-cookies",
-        "--save-cookies",
-        "--certificate",
-        "--private-key",
-        "--ca-certificate",
-        "--ca-directory",
-        "--crl-file",
-        "--config",
-        "--user",
-        "--password",
-        "--header",
-        "--method",
-        "--user-agent",
-        "--referer",
-        "--warc-file",
-        "--use-askpass",
-        "--tries",
-        "--timeout",
-        "--wait",
-        "--level",
-        "--accept",
-        "--reject",
-        "--domains",
-        "--base",
-        "--quota",
-        "--bind-address",
-        "--limit-rate",
-        "--rejected-log",
-    ]
+_WGET_VALUES = names(
+    "-O -o -a -i -P -e -t -T -w -U -l -A -R -D -I -X -B -Q --output-document --output-file --append-output --input-file "
+    "--directory-prefix --execute --post-file --body-file --post-data --body-data --load-cookies --save-cookies --certificate "
+    "--private-key --ca-certificate --ca-directory --crl-file --config --user --password --header --method --user-agent --referer "
+    "--warc-file --use-askpass --tries --timeout --wait --level --accept --reject --domains --base --quota --bind-address "
+    "--limit-rate --rejected-log"
 )
 
 
@@ -450,37 +264,10 @@ def wget_effects(args: list[str]) -> Effects:
     return e
 
 
-_HTTPIE_VALUES = frozenset(
-    [
-        "-a",
-        "--auth",
-        "-A",
-        "--auth-type",
-        "--session",
-        "--session-read-only",
-        "-o",
-        "--output",
-        "--cert",
-        "--cert-key",
-        "--cert-key-pass",
-        "--verify",
-        "--proxy",
-        "--pretty",
-        "-s",
-        "--style",
-        "-p",
-        "--print",
-        "--timeout",
-        "--max-redirects",
-        "--format-options",
-        "--response-charset",
-        "--response-mime",
-        "--boundary",
-        "--raw",
-        "--default-scheme",
-        "--ssl",
-        "--ciphers",
-    ]
+_HTTPIE_VALUES = names(
+    "-a --auth -A --auth-type --session --session-read-only -o --output --cert --cert-key --cert-key-pass --verify --proxy --pretty "
+    "-s --style -p --print --timeout --max-redirects --format-options --response-charset --response-mime --boundary --raw "
+    "--default-scheme --ssl --ciphers"
 )
 _HTTPIE_ITEM = re.compile(r"^((?:\\.|[^=:@\\])*)(:=@|==@|=@|:@|@)(.+)$")
 
@@ -513,49 +300,10 @@ def httpie_effects(args: list[str]) -> Effects:
 
 # --- archives ----------------------------------------------------------------------------
 
-_TAR_VALUES = frozenset(
-    [
-        "-f",
-        "-C",
-        "-I",
-        "-F",
-        "-T",
-        "-X",
-        "-g",
-        "-K",
-        "-N",
-        "-b",
-        "-H",
-        "-L",
-        "-V",
-        "--file",
-        "--directory",
-        "--use-compress-program",
-        "--info-script",
-        "--new-volume-script",
-        "--to-command",
-        "--files-from",
-        "--exclude-from",
-        "--index-file",
-        "--rsh-command",
-        "--listed-incremental",
-        "--format",
-        "--label",
-        "--owner",
-        "--group",
-        "--mode",
-        "--mtime",
-        "--exclude",
-        "--transform",
-        "--xform",
-        "--checkpoint-action",
-        "--warning",
-        "--newer",
-        "--suffix",
-        "--starting-file",
-        "--volno-file",
-        "--rmt-command",
-    ]
+_TAR_VALUES = names(
+    "-f -C -I -F -T -X -g -K -N -b -H -L -V --file --directory --use-compress-program --info-script --new-volume-script --to-command "
+    "--files-from --exclude-from --index-file --rsh-command --listed-incremental --format --label --owner --group --mode --mtime "
+    "--exclude --transform --xform --checkpoint-action --warning --newer --suffix --starting-file --volno-file --rmt-command"
 )
 _TAR_RUNS = {"-I", "--use-compress-program", "-F", "--info-script", "--new-volume-script", "--to-command", "--rsh-command", "--rmt-command"}
 
@@ -601,17 +349,7 @@ def tar_effects(args: list[str]) -> Effects:
 
 # --- git -----------------------------------------------------------------------------------
 
-GIT_GLOBAL_VALUES = {
-    "-C",
-    "-c",
-    "--git-dir",
-    "--work-tree",
-    "--namespace",
-    "--config-env",
-    "--super-prefix",
-    "--attr-source",
-    "--list-cmds",
-}
+GIT_GLOBAL_VALUES = names("-C -c --git-dir --work-tree --namespace --config-env --super-prefix --attr-source --list-cmds")
 
 
 def git_globals(args: list[str]) -> tuple[list[tuple[str, str]], list[str], list[str], list[str]]:

@@ -45,7 +45,9 @@ from core.policy.command_tables import (
     SHELLS,
     WRAPPER_OPTIONS,
     WRAPPER_POSITIONALS,
+    names,
     variable_runs_code,
+    words,
 )
 from core.policy.commands import ParseError, Script, SimpleCommand, parse
 
@@ -53,63 +55,14 @@ __all__ = ["Assessment", "Level", "assess", "rule_key"]
 
 Level = Literal["safe", "normal", "dangerous", "hard"]
 _NAMES: tuple[Level, ...] = ("safe", "normal", "dangerous", "hard")
-_SUBCOMMAND_PROGRAMS = {
-    "git",
-    "npm",
-    "yarn",
-    "pnpm",
-    "bun",
-    "cargo",
-    "go",
-    "docker",
-    "kubectl",
-    "uv",
-    "poetry",
-    "pip",
-    "pip3",
-    "make",
-    "gh",
-    "dotnet",
-    "mvn",
-    "gradle",
-    "gradlew",
-    "bundle",
-    "rails",
-    "rake",
-    "terraform",
-    "helm",
-    "brew",
-    "apt",
-    "apt-get",
-    "systemctl",
-    "npx",
-    "deno",
-    "mix",
-    "ruff",
-}
+_SUBCOMMAND_PROGRAMS = names(
+    "git npm yarn pnpm bun cargo go docker kubectl uv poetry pip pip3 make gh dotnet mvn gradle gradlew bundle rails rake terraform "
+    "helm brew apt apt-get systemctl npx deno mix ruff"
+)
 _BLOCK_DEVICE = re.compile(r"^/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d|mapper/|loop\d|sr\d)")
 _HARMLESS_DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/random", "/dev/urandom"}
-_SYSTEM_DIRS = (
-    "/etc",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/boot",
-    "/sys",
-    "/proc",
-    "/dev",
-    "/var",
-    "/opt",
-    "/root",
-    "/srv",
-    "/snap",
-    "/System",
-    "/Library",
-    "/private/etc",
-    "/private/var",
+_SYSTEM_DIRS = words(
+    "/etc /usr /bin /sbin /lib /lib32 /lib64 /boot /sys /proc /dev /var /opt /root /srv /snap /System /Library /private/etc /private/var"
 )
 _TEMP_DIRS = ("/var/tmp", "/var/folders", "/private/var/folders", "/private/tmp")
 # Where a command's arguments come from: ("input", replace-string) under xargs, ("placeholder", "{}")
@@ -119,22 +72,7 @@ _Source = tuple[str, str | None] | None
 # backgrounds itself).
 _FORK_TEXT = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
 _SETTERS = {"export", "declare", "typeset", "local", "readonly"}
-_STDIN_INTERPRETERS = {
-    "python",
-    "python2",
-    "python3",
-    "pypy",
-    "pypy3",
-    "perl",
-    "ruby",
-    "node",
-    "nodejs",
-    "php",
-    "lua",
-    "luajit",
-    "osascript",
-    "tclsh",
-}
+_STDIN_INTERPRETERS = names("python python2 python3 pypy pypy3 perl ruby node nodejs php lua luajit osascript tclsh")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,17 +11,17 @@ from __future__ import annotations
 import fnmatch
 
 
-def _words(text: str) -> tuple[str, ...]:
+def words(text: str) -> tuple[str, ...]:
     """Names written as one whitespace-separated string, in order."""
     return tuple(text.split())
 
 
-def _names(text: str) -> frozenset[str]:
+def names(text: str) -> frozenset[str]:
     """A set of names written as one whitespace-separated string."""
     return frozenset(text.split())
 
 
-def _subcommands(text: str) -> frozenset[str]:
+def subcommands(text: str) -> frozenset[str]:
     """Subcommands of one or two words, written as one comma-separated string (``"install, add, compose up"``)."""
     return frozenset(word.strip() for word in text.split(","))
 
@@ -76,7 +76,7 @@ WRAPPER_OPTIONS = {
     "nsenter": {"-t", "-S", "-G", "--target", "--setuid", "--setgid"},
     "chroot": {"--userspec", "--groups"},
     "systemd-run": set(
-        _names("-u -p -E -M -H --unit --property --setenv --machine --host --uid --gid --nice --slice --description --working-directory")
+        names("-u -p -E -M -H --unit --property --setenv --machine --host --uid --gid --nice --slice --description --working-directory")
     ),
     "strace": {"-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-X", "--output"},
     "ltrace": {"-o", "-e", "-p", "-s", "-u", "-a", "-n", "--output"},
@@ -116,14 +116,14 @@ RUNNERS = {
 ELSEWHERE = {"unshare", "nsenter", "chroot", "systemd-run", "flatpak-spawn"}  # run past the sandbox or as a service
 BWRAP_ARITY = {
     **dict.fromkeys(
-        _words(
+        words(
             "--bind --ro-bind --dev-bind --bind-try --ro-bind-try --dev-bind-try --symlink --setenv --file --bind-data "
             "--ro-bind-data --chmod"
         ),
         2,
     ),
     **dict.fromkeys(
-        _words(
+        words(
             "--chdir --tmpfs --proc --dev --dir --uid --gid --hostname --unsetenv --lock-file --seccomp --args --cap-add --cap-drop "
             "--perms --size --remount-ro --exec-label --file-label --userns --userns2 --pidns --sync-fd --info-fd --json-status-fd "
             "--block-fd --userns-block-fd --overlay-src --tmp-overlay --ro-overlay --mqueue --argv0"
@@ -135,7 +135,7 @@ BWRAP_ARITY = {
 
 # Programs that only read (files, the environment, the repository): safe unless an option says
 # otherwise (command_rules checks those options program by program).
-READERS = AWKS | _names(
+READERS = AWKS | names(
     "ls dir vdir cat head tail wc grep egrep fgrep rg ag ack pwd echo printf which whereis type whoami id date uname hostname "
     "printenv file stat du df tree diff cmp uniq cut tr basename dirname realpath readlink jq true false test [ seq md5sum sha1sum "
     "sha224sum sha256sum sha384sum sha512sum b2sum shasum cksum sum xxd hexdump od strings nl column comm join paste fold tac rev "
@@ -146,7 +146,7 @@ READERS = AWKS | _names(
 )
 # Checkers and test runners: they import or build the project, so they run its code (a
 # conftest.py, a Makefile, a build.rs, a config file that loads plugins).
-RUNS_PROJECT_CODE = _names(
+RUNS_PROJECT_CODE = names(
     "pytest py.test jest vitest mocha ava rspec phpunit ctest tsc eslint mypy dmypy pyright basedpyright pylint flake8 prettier "
     "isort lint-imports make gmake ninja tox nox rake karma jasmine cypress playwright stylelint tap nyc c8 behave nosetests ward "
     "hypothesis golangci-lint staticcheck cmake meson bazel buck sbt lein stack cabal swift xcodebuild"
@@ -199,7 +199,7 @@ PYTHON_MODULES_CODE = frozenset({"unittest", "doctest", "trace", "cProfile", "pr
 # and the fetching step (cargo fetch, go mod download, npm ci, uv sync) is.
 NETWORK: dict[str, frozenset[str] | None] = {
     **dict.fromkeys(
-        _words(
+        words(
             "curl wget http https xh xhs httpie aria2c fetch nc ncat netcat socat ssh scp sftp ftp lftp tftp telnet mosh sshfs ping "
             "ping6 dig nslookup host whois traceroute tracepath mtr websocat grpcurl npx bunx pnpx uvx gh glab hub gcloud gsutil bq aws "
             "az kubectl oc terraform tofu helm pulumi vercel netlify fly flyctl heroku wrangler firebase doctl ansible ansible-playbook "
@@ -208,97 +208,97 @@ NETWORK: dict[str, frozenset[str] | None] = {
         ),
         None,
     ),
-    "git": _subcommands(
+    "git": subcommands(
         "clone, fetch, pull, push, ls-remote, submodule update, submodule add, submodule sync, remote update, remote prune, "
         "remote show, fetch-pack, send-pack, send-email, request-pull, lfs fetch, lfs pull, lfs push, lfs clone, svn"
     ),
-    "npm": _subcommands(
+    "npm": subcommands(
         "install, i, in, ins, inst, insta, instal, isnt, isnta, isntal, isntall, add, ci, clean-install, install-clean, "
         "install-test, it, cit, update, up, upgrade, udpate, publish, unpublish, exec, x, create, init, view, v, info, show, "
         "outdated, audit, login, adduser, logout, search, s, se, find, dist-tag, deprecate, owner, access, ping, doctor, token, "
         "team, org, star, stars, whoami, repo, docs, bugs, sbom, dedupe, ddp, fund"
     ),
-    "yarn": _subcommands(
+    "yarn": subcommands(
         "install, add, upgrade, up, upgrade-interactive, dlx, create, publish, npm, info, outdated, audit, login, import, global, set, why"
     )
     | {""},
-    "pnpm": _subcommands(
+    "pnpm": subcommands(
         "install, i, add, update, up, upgrade, dlx, create, publish, outdated, audit, fetch, install-test, it, import, dedupe, env, "
         "self-update, setup"
     ),
-    "bun": _subcommands("install, i, add, a, update, x, create, c, publish, upgrade, outdated, link, pm cache"),
-    "pip": _subcommands("install, download, search, index, wheel, lock"),
-    "pip3": _subcommands("install, download, search, index, wheel, lock"),
-    "pipx": _subcommands("install, run, upgrade, upgrade-all, inject, reinstall, reinstall-all, install-all"),
-    "uv": _subcommands(
+    "bun": subcommands("install, i, add, a, update, x, create, c, publish, upgrade, outdated, link, pm cache"),
+    "pip": subcommands("install, download, search, index, wheel, lock"),
+    "pip3": subcommands("install, download, search, index, wheel, lock"),
+    "pipx": subcommands("install, run, upgrade, upgrade-all, inject, reinstall, reinstall-all, install-all"),
+    "uv": subcommands(
         "pip install, pip compile, pip sync, pip download, sync, add, lock, tool install, tool run, tool upgrade, python install, "
         "publish, self update, build, init, venv, export, tree"
     ),
-    "poetry": _subcommands("install, add, lock, update, publish, search, self, source, new, init, show"),
-    "pipenv": _subcommands("install, sync, lock, update, upgrade, check, graph"),
-    "pdm": _subcommands("install, add, lock, update, sync, publish, self, outdated"),
-    "conda": _subcommands("install, create, update, upgrade, search, env create, env update"),
-    "mamba": _subcommands("install, create, update, upgrade, search, env create, env update"),
-    "micromamba": _subcommands("install, create, update, upgrade, search"),
-    "cargo": _subcommands(
+    "poetry": subcommands("install, add, lock, update, publish, search, self, source, new, init, show"),
+    "pipenv": subcommands("install, sync, lock, update, upgrade, check, graph"),
+    "pdm": subcommands("install, add, lock, update, sync, publish, self, outdated"),
+    "conda": subcommands("install, create, update, upgrade, search, env create, env update"),
+    "mamba": subcommands("install, create, update, upgrade, search, env create, env update"),
+    "micromamba": subcommands("install, create, update, upgrade, search"),
+    "cargo": subcommands(
         "install, fetch, update, publish, search, login, logout, add, generate-lockfile, yank, owner, vendor, binstall, info"
     ),
-    "rustup": _subcommands("update, install, toolchain install, target add, component add, self update, default, override set"),
-    "go": _subcommands("get, mod download, mod tidy, mod vendor, mod graph, mod why, install, work sync"),
-    "gem": _subcommands("install, i, update, push, fetch, search, sources, yank, owner, signin, outdated"),
-    "bundle": _subcommands("install, update, add, outdated, lock, package, cache, binstubs") | {""},
-    "bundler": _subcommands("install, update, add, outdated, lock, package, cache") | {""},
-    "composer": _subcommands(
+    "rustup": subcommands("update, install, toolchain install, target add, component add, self update, default, override set"),
+    "go": subcommands("get, mod download, mod tidy, mod vendor, mod graph, mod why, install, work sync"),
+    "gem": subcommands("install, i, update, push, fetch, search, sources, yank, owner, signin, outdated"),
+    "bundle": subcommands("install, update, add, outdated, lock, package, cache, binstubs") | {""},
+    "bundler": subcommands("install, update, add, outdated, lock, package, cache") | {""},
+    "composer": subcommands(
         "install, i, update, u, upgrade, require, r, create-project, outdated, self-update, selfupdate, global, show, search"
     ),
-    "apt": _subcommands("install, update, upgrade, full-upgrade, dist-upgrade, download, source, build-dep, reinstall"),
-    "apt-get": _subcommands("install, update, upgrade, dist-upgrade, download, source, build-dep"),
-    "aptitude": _subcommands("install, update, upgrade, safe-upgrade, full-upgrade, download"),
-    "dnf": _subcommands("install, in, update, upgrade, up, makecache, download, reinstall, distro-sync"),
-    "yum": _subcommands("install, update, upgrade, makecache, reinstall, downgrade"),
-    "zypper": _subcommands("install, in, update, up, refresh, ref, dist-upgrade, dup, source-install, si"),
-    "apk": _subcommands("add, update, upgrade, fetch"),
-    "brew": _subcommands("install, update, upgrade, tap, fetch, reinstall, search, info, bundle, outdated, cask"),
-    "port": _subcommands("install, selfupdate, sync, upgrade"),
-    "snap": _subcommands("install, refresh, download, find, info"),
-    "flatpak": _subcommands("install, update, remote-add, search"),
-    "nix": _subcommands("build, shell, develop, run, profile, flake, search, copy"),
+    "apt": subcommands("install, update, upgrade, full-upgrade, dist-upgrade, download, source, build-dep, reinstall"),
+    "apt-get": subcommands("install, update, upgrade, dist-upgrade, download, source, build-dep"),
+    "aptitude": subcommands("install, update, upgrade, safe-upgrade, full-upgrade, download"),
+    "dnf": subcommands("install, in, update, upgrade, up, makecache, download, reinstall, distro-sync"),
+    "yum": subcommands("install, update, upgrade, makecache, reinstall, downgrade"),
+    "zypper": subcommands("install, in, update, up, refresh, ref, dist-upgrade, dup, source-install, si"),
+    "apk": subcommands("add, update, upgrade, fetch"),
+    "brew": subcommands("install, update, upgrade, tap, fetch, reinstall, search, info, bundle, outdated, cask"),
+    "port": subcommands("install, selfupdate, sync, upgrade"),
+    "snap": subcommands("install, refresh, download, find, info"),
+    "flatpak": subcommands("install, update, remote-add, search"),
+    "nix": subcommands("build, shell, develop, run, profile, flake, search, copy"),
     "nix-shell": None,
-    "nix-env": _subcommands("-i, --install, -u, --upgrade"),
-    "docker": _subcommands(
+    "nix-env": subcommands("-i, --install, -u, --upgrade"),
+    "docker": subcommands(
         "pull, push, build, run, create, login, search, compose up, compose pull, compose build, compose run, compose push, "
         "compose create, buildx build, buildx bake, image pull, image push, image build, container run, container create, "
         "manifest push, manifest inspect, trust, plugin install"
     ),
-    "podman": _subcommands(
+    "podman": subcommands(
         "pull, push, build, run, create, login, search, compose up, compose pull, image pull, image push, image build, container run"
     ),
-    "nerdctl": _subcommands("pull, push, build, run, create, login, compose up"),
-    "dotnet": _subcommands("restore, add, tool install, tool update, nuget push, workload install, new install, publish"),
-    "deno": _subcommands("install, cache, add, upgrade, publish, outdated, compile"),
-    "hg": _subcommands("clone, pull, push, incoming, outgoing, in, out"),
-    "ollama": _subcommands("pull, push"),
-    "openssl": _subcommands("s_client, s_time, ocsp"),
-    "mvn": _subcommands("deploy, dependency:resolve, dependency:go-offline"),
+    "nerdctl": subcommands("pull, push, build, run, create, login, compose up"),
+    "dotnet": subcommands("restore, add, tool install, tool update, nuget push, workload install, new install, publish"),
+    "deno": subcommands("install, cache, add, upgrade, publish, outdated, compile"),
+    "hg": subcommands("clone, pull, push, incoming, outgoing, in, out"),
+    "ollama": subcommands("pull, push"),
+    "openssl": subcommands("s_client, s_time, ocsp"),
+    "mvn": subcommands("deploy, dependency:resolve, dependency:go-offline"),
 }
 NETWORK_EXCEPT: dict[str, frozenset[str]] = {
-    "gcloud": _subcommands("config, help, version, topic, components list"),
-    "aws": _subcommands("configure, help, --version"),
-    "az": _subcommands("config, --version, help"),
-    "kubectl": _subcommands("config, completion, kustomize, help, plugin"),
-    "oc": _subcommands("config, completion, help"),
-    "terraform": _subcommands("fmt, validate, version, -version, --version, -help, graph, console"),
-    "tofu": _subcommands("fmt, validate, version, -version, --version, -help, graph, console"),
-    "helm": _subcommands("lint, create, package, env, version, completion, template, help"),
-    "gh": _subcommands("--version, version, help, completion, config"),
-    "pulumi": _subcommands("version, about, help"),
-    "svn": _subcommands("status, st, add, revert, help, resolve, resolved, cleanup"),
+    "gcloud": subcommands("config, help, version, topic, components list"),
+    "aws": subcommands("configure, help, --version"),
+    "az": subcommands("config, --version, help"),
+    "kubectl": subcommands("config, completion, kustomize, help, plugin"),
+    "oc": subcommands("config, completion, help"),
+    "terraform": subcommands("fmt, validate, version, -version, --version, -help, graph, console"),
+    "tofu": subcommands("fmt, validate, version, -version, --version, -help, graph, console"),
+    "helm": subcommands("lint, create, package, env, version, completion, template, help"),
+    "gh": subcommands("--version, version, help, completion, config"),
+    "pulumi": subcommands("version, about, help"),
+    "svn": subcommands("status, st, add, revert, help, resolve, resolved, cleanup"),
 }
 
-NETWORK_SCHEMES = _words("http:// https:// ftp:// ftps:// ssh:// git:// rsync:// ws:// wss:// sftp:// scp:// s3:// gs://")
+NETWORK_SCHEMES = words("http:// https:// ftp:// ftps:// ssh:// git:// rsync:// ws:// wss:// sftp:// scp:// s3:// gs://")
 
 # Variables that make the programs a line starts run other code: setting them is dangerous.
-CODE_VARIABLES = _names(
+CODE_VARIABLES = names(
     "GIT_EXTERNAL_DIFF GIT_SSH GIT_SSH_COMMAND GIT_PAGER GIT_EDITOR GIT_SEQUENCE_EDITOR GIT_ASKPASS GIT_EXEC_PATH GIT_TEMPLATE_DIR "
     "GIT_DIR GIT_WORK_TREE GIT_COMMON_DIR GIT_PROXY_COMMAND GIT_ALLOW_PROTOCOL GIT_PROTOCOL_FROM_USER GIT_OBJECT_DIRECTORY "
     "GIT_ALTERNATE_OBJECT_DIRECTORIES SSH_ASKPASS SUDO_ASKPASS BASH_ENV ENV PROMPT_COMMAND PAGER MANPAGER SYSTEMD_PAGER EDITOR "
@@ -312,7 +312,7 @@ CODE_VARIABLE_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_")
 # Variables that change where programs are found or configured: the programs a line names may
 # then be the project's own (``PATH=.:$PATH ls``, ``HOME=. git status`` reads ./.gitconfig).
 LOOKUP_VARIABLES = frozenset({"PATH", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CONFIG_DIRS", "CDPATH", "GNUPGHOME", "SHELL"})
-HARMLESS_GIT_VARIABLES = _names(
+HARMLESS_GIT_VARIABLES = names(
     "GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL GIT_COMMITTER_DATE GIT_TERMINAL_PROMPT "
     "GIT_OPTIONAL_LOCKS GIT_FLUSH GIT_MERGE_AUTOEDIT GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS "
     "GIT_ICASE_PATHSPECS GIT_NO_REPLACE_OBJECTS GIT_DEFAULT_HASH GIT_PROGRESS_DELAY GIT_REDIRECT_STDIN"
@@ -320,7 +320,7 @@ HARMLESS_GIT_VARIABLES = _names(
 
 # git configuration keys (lower case; ``*`` spans a subsection) whose value git runs, or that
 # let it run something (a transport, an include, a template with hooks).
-GIT_CODE_KEYS = _words(
+GIT_CODE_KEYS = words(
     "core.fsmonitor core.sshcommand core.pager core.editor core.hookspath core.askpass core.gitproxy core.alternaterefscommand "
     "diff.external diff.*.command diff.*.textconv merge.*.driver filter.* credential.helper credential.*.helper protocol.* "
     "uploadpack.packobjectshook remote.*.uploadpack remote.*.receivepack remote.*.proxy remote.*.vcs gpg.program gpg.*.program "
