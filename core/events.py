@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
-from core.messages import Usage
+from core.messages import FileDiff, Usage
 
 __all__ = [
+    "ApprovalRequest",
     "DiffContent",
     "Event",
     "Location",
@@ -118,11 +121,31 @@ class PlanUpdated:
     kind: Literal["plan"] = "plan"
 
 
+@dataclass(slots=True)
+class ApprovalRequest:
+    """One question to the user. Surfaces show ``title``, ``diffs`` and ``command``."""
+
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    tool_kind: str
+    title: str
+    reason: str
+    diffs: list[FileDiff] = field(default_factory=list)
+    command: str | None = None
+    paths: list[str] = field(default_factory=list)
+    # False for what must ask every time (dangerous commands, secrets, paths outside the
+    # project): surfaces then leave "always allow" out of the choices.
+    offer_always: bool = True
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    future: asyncio.Future | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class PermissionNeeded:
     """A tool call waits for the user. The surface asks and answers through the broker."""
 
-    request: object  # core.policy.approvals.ApprovalRequest (kept loose to avoid an import cycle)
+    request: ApprovalRequest
     kind: Literal["permission"] = "permission"
 
 

@@ -7,9 +7,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from core.events import ApprovalRequest
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
-from core.policy.approvals import ApprovalRequest, Decision
+from core.policy.approvals import Decision
 from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
 from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text

@@ -12,14 +12,13 @@ import enum
 import logging
 import os
 import shlex
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from core.events import ApprovalRequest
 from core.host.sandbox import Grants
 from core.host.sandbox import status as sandbox_status
-from core.messages import FileDiff
 from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason, within
 from core.policy.command_rules import Assessment, assess
 
@@ -71,26 +70,6 @@ class Action:
     command: str | None = None
     # What the call itself asks for beyond the sandbox (run_command's network, write_paths, sandbox).
     wants: Grants = Grants()
-
-
-@dataclass(slots=True)
-class ApprovalRequest:
-    """One question to the user. Surfaces show ``title``, ``diffs`` and ``command``."""
-
-    session_id: str
-    tool_call_id: str
-    tool_name: str
-    tool_kind: str
-    title: str
-    reason: str
-    diffs: list[FileDiff] = field(default_factory=list)
-    command: str | None = None
-    paths: list[str] = field(default_factory=list)
-    # False for what must ask every time (dangerous commands, secrets, paths outside the
-    # project): surfaces then leave "always allow" out of the choices.
-    offer_always: bool = True
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    future: asyncio.Future | None = None
 
 
 class Ruling(NamedTuple):

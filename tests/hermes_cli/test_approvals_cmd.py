@@ -8,7 +8,8 @@ from pathlib import Path
 import acp
 import pytest
 
-from core.policy.approvals import ApprovalBroker, ApprovalRequest
+from core.events import ApprovalRequest
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from tests.acp_harness import Client as EditorClient
 from tests.acp_harness import agent_env, running_agent

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from mcp import MCPError
 
-from core.policy.approvals import ApprovalBroker, ApprovalRequest
+from core.events import ApprovalRequest
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_mcp.harness import ERAS, allow_projects, call, connected, data, error_text, mcp_env
