@@ -28,19 +28,17 @@ from typing import Literal
 
 from core.paths import within
 from core.policy import command_args as args_
-from core.policy import command_code as code_
-from core.policy.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects, unchecked
+from core.policy.command_args import DANGEROUS, HARD, NORMAL, SAFE, Effects
 from core.policy.command_grades import Grades
+from core.policy.command_runs import RunsText, Source
 from core.policy.command_tables import (
     BWRAP_ARITY,
-    DOWNLOADERS,
     ELSEWHERE,
     HARMLESS_GIT_VARIABLES,
     INLINE_CODE,
     INTERPRETERS,
     LOOKUP_VARIABLES,
     PYTHON_MODULES,
-    PYTHON_MODULES_CODE,
     RUNNERS,
     SHELLS,
     WRAPPER_OPTIONS,
@@ -65,14 +63,10 @@ _SYSTEM_DIRS = words(
     "/etc /usr /bin /sbin /lib /lib32 /lib64 /boot /sys /proc /dev /var /opt /root /srv /snap /System /Library /private/etc /private/var"
 )
 _TEMP_DIRS = ("/var/tmp", "/var/folders", "/private/var/folders", "/private/tmp")
-# Where a command's arguments come from: ("input", replace-string) under xargs, ("placeholder", "{}")
-# under find -exec and fd -x; None when they are its own.
-_Source = tuple[str, str | None] | None
 # For lines that do not parse; parsed lines are checked structurally (a function that pipes or
 # backgrounds itself).
 _FORK_TEXT = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&")
 _SETTERS = {"export", "declare", "typeset", "local", "readonly"}
-_STDIN_INTERPRETERS = names("python python2 python3 pypy pypy3 perl ruby node nodejs php lua luajit osascript tclsh")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +140,7 @@ def _skip_options(args: list[str], with_values: set[str], positionals: int = 0) 
 
 
 @dataclass(slots=True)
-class _Judge(Grades):
+class _Judge(Grades, RunsText):
     roots: list[Path]
     home: Path
     level: int = SAFE
@@ -228,7 +222,7 @@ class _Judge(Grades):
         script: Script,
         cwd: Path,
         privileged: bool,
-        source: _Source = None,
+        source: Source = None,
     ) -> None:
         """Judge one program run, looking through wrappers and into the commands it runs.
 
@@ -241,7 +235,7 @@ class _Judge(Grades):
         finally:
             self.current = max(outer, self.current)
 
-    def _run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: _Source) -> None:
+    def _run(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: Source) -> None:
         self._assignments(command.assignments, cwd)
         while argv:
             if argv[0] in self.aliases and argv[0] not in self.expanding:
@@ -376,151 +370,6 @@ class _Judge(Grades):
             elif name.startswith("GIT_") and name not in HARMLESS_GIT_VARIABLES:
                 self.flag(NORMAL, f"it sets {name}, which changes what git does")
 
-    def _stdin(self, command: SimpleCommand, script: Script) -> tuple[str, str]:
-        """What a program reading its code from stdin gets: ("literal", text), ("unknown", why) or ("none", "")."""
-        for redirect in reversed(command.redirects):
-            if redirect.op in ("<<", "<<-", "<<<"):
-                return ("unknown", "a here-document with substitutions") if unchecked(redirect.target) else ("literal", redirect.target)
-            if redirect.op in ("<", "<&", "<>"):
-                return ("none", "") if redirect.target == "/dev/null" else ("unknown", f"the file {redirect.target}")
-        pipeline = script.pipeline_of(command)
-        at = pipeline.index(command)
-        if at == 0:
-            return "none", ""
-        feeder = pipeline[at - 1]
-        if not feeder.words:
-            return "unknown", "what is piped into it"
-        prog, words = os.path.basename(feeder.words[0]), feeder.words[1:]
-        if prog == "cat" and words in ([], ["-"]):
-            return self._stdin(feeder, script)
-        if any(unchecked(w) for w in words):
-            return "unknown", f"the output of {prog} with substitutions"
-        if prog == "echo":
-            while words and words[0] in ("-n", "-e", "-E", "-ne", "-en"):
-                words = words[1:]
-            if not any("\\" in w for w in words):
-                return "literal", " ".join(words)
-        if prog == "printf" and words:
-            fmt, rest = words[0].replace("\\n", "\n"), words[1:]
-            if fmt in ("%s\n", "%s"):
-                return "literal", "".join(rest) if fmt == "%s" else "\n".join(rest)
-            if "%" not in fmt and "\\" not in fmt:
-                return "literal", fmt
-        return "unknown", f"the output of {prog}"
-
-    def _shell(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, privileged: bool, source: _Source = None) -> bool:
-        """``sh -c TEXT``, ``eval TEXT``, a shell fed its script: judge what they run.
-
-        True when the text it runs was judged (or flagged as unknowable); False when it runs a
-        script file, which is graded as a program.
-        """
-        if argv[0] == "eval":
-            if any(unchecked(w) for w in argv[1:]):
-                self.flag(DANGEROUS, "a shell runs text that cannot be checked (eval of a substitution or a variable)")
-            self.nested_text(" ".join(argv[1:]), cwd, privileged)
-            return True
-        stdin, operand, i = False, None, 1
-        while i < len(argv):
-            word = argv[i]
-            if word == "--":
-                operand = argv[i + 1] if i + 1 < len(argv) else None
-                break
-            if word in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
-                i += 2
-                continue
-            if len(word) > 1 and word[0] in "-+" and not word.startswith("--"):
-                if "c" in word[1:]:
-                    text = next((w for w in argv[i + 1 :] if not w.startswith("-")), None)
-                    if text is not None:
-                        if source and source[1] and source[1] in text:
-                            self.flag(DANGEROUS, f"it runs commands built from its input ({argv[0]} -c with {source[1]})")
-                        if unchecked(text):
-                            self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} -c with a substitution)")
-                        self.nested_text(text, cwd, privileged)
-                    return True
-                stdin |= "s" in word[1:]
-            elif not word.startswith("--"):
-                operand = word
-                break
-            i += 1
-        if operand is not None and not stdin:
-            if source and source[1] and source[1] in operand:
-                self.flag(DANGEROUS, f"it runs the files it finds as scripts ({argv[0]} {source[1]})")
-            if operand.startswith("<(") or unchecked(operand):
-                self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {operand})")
-                return True
-            if operand not in ("/dev/stdin", "-") and not operand.startswith(("/dev/fd/", "/proc/self/fd/")):
-                return False
-        kind, text = self._stdin(command, script)
-        if kind == "literal":
-            self.nested_text(text, cwd, privileged)
-            return True
-        if kind == "unknown":
-            self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({text} fed to {argv[0]})")
-            return True
-        return False
-
-    def _source(self, argv: list[str], command: SimpleCommand, script: Script) -> None:
-        target = argv[1] if len(argv) > 1 else ""
-        if (
-            target.startswith("<(")
-            or target in ("/dev/stdin", "-")
-            or target.startswith(("/dev/fd/", "/proc/self/fd/"))
-            or unchecked(target)
-            and "$(" in target
-        ):
-            self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {target})")
-
-    def _inline(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, source: _Source) -> None:
-        """``python -c``, ``perl -e``, ``node -e`` ... and interpreters fed code on stdin."""
-        prog = argv[0]
-        found = code_.find_inline(prog, argv[1:])
-        codes = list(found.codes)
-        if found.encoded:
-            self.flag(DANGEROUS, f"it runs encoded {found.lang} code, which cannot be checked")
-        if not codes and not found.module and prog in _STDIN_INTERPRETERS and found.operands[:1] in ([], ["-"]):
-            kind, text = self._stdin(command, script)
-            if kind == "literal":
-                codes.append(text)
-            elif kind == "unknown":
-                self.flag(DANGEROUS, f"{found.lang} runs code that cannot be checked ({text})")
-        for code in codes:
-            if source and source[1] and source[1] in code:
-                self.flag(DANGEROUS, f"it runs {found.lang} code built from its input")
-            if any(unchecked(a) and code in a for a in argv[1:]):
-                self.flag(DANGEROUS, f"it runs {found.lang} code with substitutions, which cannot be checked")
-            effects = code_.inline_effects(found.lang, code)
-            for word in effects.writes:
-                path = self._path(word, cwd)
-                if path is not None and not self._inside(path):
-                    self.flag(DANGEROUS, f"it runs inline {found.lang} code that writes outside the project ({path})")
-            self.apply(effects, cwd)
-        if not codes and any(set(a) & set(" ;(") for a in argv[1:]):
-            # Options this parse does not know may still carry code: look at the words anyway.
-            loose = code_.inline_effects(found.lang, " ".join(argv[1:]))
-            if loose.level == DANGEROUS:
-                self.flag(DANGEROUS, loose.reason.replace("inline", "what may be inline"))
-        if found.in_place:
-            self.flag(NORMAL, f"{prog} -i changes files")
-            for word in found.operands:
-                self._write(word, cwd)
-        elif found.module and found.operands:
-            module = found.operands[0]
-            if module in PYTHON_MODULES_CODE:
-                self.flag(NORMAL, f"it runs the project's code (python -m {module})")
-            elif module == "http.server":
-                self.network = True
-
-    def _interpreter_input(self, argv: list[str], command: SimpleCommand, script: Script) -> None:
-        """Code fetched from the network and run: ``curl ... | sh``, ``sh -c "$(curl ...)"``."""
-        fetched = any(_runs(nested, DOWNLOADERS) for nested in command.nested)
-        upstream = script.pipeline_of(command)
-        fetched |= any(
-            c is not command and c.words and os.path.basename(c.words[0]) in DOWNLOADERS for c in upstream[: upstream.index(command)]
-        )
-        if fetched:
-            self.flag(DANGEROUS, f"it runs code downloaded from the network ({argv[0]})")
-
     def _exec_args(
         self,
         argv: list[str],
@@ -631,7 +480,3 @@ def _canonical(prog: str) -> str:
         return prog
     base = re.sub(r"[\d.]+$", "", prog)
     return base if base != prog and (base in INLINE_CODE or base in SHELLS or base in ("pip", "python")) else prog
-
-
-def _runs(script: Script, programs: set[str] | frozenset[str]) -> bool:
-    return any(c.words and os.path.basename(c.words[0]) in programs for s in script.walk() for c in s.commands)
