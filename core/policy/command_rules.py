@@ -47,7 +47,8 @@ from core.policy.command_tables import (
     variable_runs_code,
     words,
 )
-from core.policy.commands import ParseError, Script, SimpleCommand, parse
+from core.policy.command_words import ParseError
+from core.policy.commands import Script, SimpleCommand, parse
 
 __all__ = ["Assessment", "Level", "assess", "rule_key"]
 

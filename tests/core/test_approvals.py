@@ -8,7 +8,8 @@ import pytest
 from core.paths import protected_entry
 from core.policy.approvals import Action, ApprovalPolicy, command_program, hard_refused, is_secret_path
 from core.policy.command_rules import assess
-from core.policy.commands import ParseError, parse
+from core.policy.command_words import ParseError
+from core.policy.commands import parse
 
 ROOT = Path("/work/project")
 HOME = Path("/home/user")
