@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("mcp_startup.py", ["--rounds", "1"], "initialize_ms"),
         ("search_1m.py", ["--rounds", "1", "--messages", "2000"], "queries"),
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
+        ("code_shape.py", ["HEAD", "HEAD"], "after"),
     ],
 )
 def test_benchmark_prints_its_figures(script, args, key):
