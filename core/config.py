@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from core.learning_config import LearningSettings
 from core.state_home import home_path
@@ -118,7 +120,7 @@ class ProviderConfig(_Strict):
     def resolved_profile(self, name: str) -> ProviderProfile:
         """The quirk profile with this entry's overrides applied."""
         base = PROFILES.get(self.profile or name) or PROFILES["openai-compatible"]
-        changes: dict = {}
+        changes: dict[str, Any] = {}
         if self.context_window is not None:
             changes["context_window"] = self.context_window
         if self.images is not None:
@@ -305,11 +307,11 @@ def parse_model_ref(spec: str, providers: dict[str, ProviderConfig]) -> ModelRef
 _ENV_PROVIDERS = ("openai", "anthropic", "openrouter")
 
 
-def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> Config:
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read config.toml (if present), validate it, and apply environment overrides."""
     path = path or config_path()
     env = os.environ if env is None else env
-    raw: dict = {}
+    raw: dict[str, Any] = {}
     if path.exists():
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -327,14 +329,14 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> 
 
     for name in _ENV_PROVIDERS:
         profile = PROFILES[name]
-        key = env.get(profile.key_env or "")
+        api_key = env.get(profile.key_env or "")
         base = env.get(profile.base_url_env or "") if profile.base_url_env else None
-        if not key and not base:
+        if not api_key and not base:
             continue
         entry = config.providers.get(name) or ProviderConfig()
-        update: dict = {}
-        if key:
-            update["api_key"] = SecretStr(key)
+        update: dict[str, Any] = {}
+        if api_key:
+            update["api_key"] = SecretStr(api_key)
         if base:
             update["base_url"] = base
         config.providers[name] = entry.model_copy(update=update)
@@ -358,7 +360,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> 
     return config
 
 
-def _expected(err: dict) -> str:
+def _expected(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return "is not a known setting (check the spelling; see the configuration reference in the README)"

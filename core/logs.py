@@ -10,6 +10,8 @@ import logging.handlers
 import os
 import re
 import sys
+from collections.abc import Callable
+from io import TextIOWrapper
 
 from core.config import home
 from core.redaction import SECRET_ENV_VARS
@@ -53,7 +55,9 @@ class RedactingFilter(logging.Filter):
 class _PrivateFileHandler(logging.handlers.RotatingFileHandler):
     """A rotating log file readable by its owner only: new files 0600, an older looser one tightened."""
 
-    def _open(self):
+    _builtin_open: Callable[..., TextIOWrapper]  # open(), which FileHandler keeps for use during shutdown
+
+    def _open(self) -> TextIOWrapper:
         stream = self._builtin_open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=_private_opener)
         try:
             if os.fstat(stream.fileno()).st_mode & 0o077:

@@ -7,7 +7,7 @@ nothing built for a request is ever written back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -25,6 +25,7 @@ __all__ = [
     "UserMessage",
     "dump_message",
     "load_message",
+    "repair_history",
     "searchable_text",
 ]
 
@@ -52,7 +53,7 @@ class ToolCallPart(BaseModel):
     kind: Literal["tool_call"] = "tool_call"
     id: str
     name: str
-    arguments: dict = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=dict)
     # Set when the model sent arguments that are not a JSON object; the loop reports it.
     invalid_arguments: str | None = None
 
@@ -123,6 +124,40 @@ def dump_message(message: Message) -> str:
 def load_message(data: str | bytes) -> Message:
     """Parse a message serialised by :func:`dump_message`."""
     return _ADAPTER.validate_json(data)
+
+
+def repair_history(history: list[Message]) -> list[Message]:
+    """The history as a model can take it: every tool call answered, empty interruptions dropped.
+
+    A crash can leave a tool call without a result; models reject such a history, so a
+    synthetic result is supplied for the request only.
+    """
+    out: list[Message] = []
+    pending: dict[str, str] = {}
+
+    def close_pending() -> None:
+        for call_id, name in pending.items():
+            out.append(ToolResultMessage(tool_call_id=call_id, tool_name=name, content="Interrupted before a result.", is_error=True))
+        pending.clear()
+
+    for message in history:
+        if isinstance(message, SummaryMessage):
+            pending.clear()
+            out = [UserMessage.of(f"<summary of the conversation so far>\n{message.text}\n</summary>")]
+            continue
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id in pending:
+                pending.pop(message.tool_call_id)
+                out.append(message)
+            continue  # a result whose call is not in the history is dropped
+        close_pending()
+        if isinstance(message, AssistantMessage):
+            if message.interrupted and not message.text:
+                continue
+            pending = {c.id: c.name for c in message.tool_calls}
+        out.append(message)
+    close_pending()
+    return out
 
 
 def searchable_text(message: Message) -> str:

@@ -20,6 +20,7 @@ every process's work on the repository, so pruning never races a checkpoint bein
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import fcntl
 import functools
@@ -32,24 +33,28 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 from core.config import home
-from core.host.local import write_atomic
+from core.host.text_files import write_atomic
 
 __all__ = ["KEEP_DAYS", "Checkpoint", "CheckpointFile", "Checkpoints", "PruneReport", "UndoReport", "blob_id"]
 
 MANIFEST = "manifest.json"
 KEEP_DAYS = 30.0  # a session's checkpoints are kept this long after its newest one
 PRUNE_EVERY = 86_400.0  # seconds between automatic prunes
-_PRUNE_TASKS: set[asyncio.Task] = set()
+_PRUNE_TASKS: set[asyncio.Task[None]] = set()
 MAX_FILE_BYTES = 50_000_000  # larger files are noted but not kept
 MAX_LISTED = 200
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
+# A file as a preview of undo shows it: (path, its bytes now, the bytes undo restores); None: no file.
+_Row = tuple[Path, bytes | None, bytes | None]
 
 
 def blob_id(data: bytes) -> str:
@@ -185,7 +190,7 @@ class Checkpoints:
         """The session's checkpoints, newest first."""
         return await asyncio.to_thread(self._locked, self._list, session_id)
 
-    async def preview_undo(self, session_id: str) -> tuple[Checkpoint | None, list[tuple[Path, bytes | None, bytes | None]], list[str]]:
+    async def preview_undo(self, session_id: str) -> tuple[Checkpoint | None, builtins.list[_Row], builtins.list[str]]:
         """The newest checkpoint, each file's (path, current bytes, restored bytes), and conflicts."""
         return await asyncio.to_thread(self._locked, self._preview, session_id)
 
@@ -198,7 +203,7 @@ class Checkpoints:
 
     # --- the work, in a thread -------------------------------------------------------
 
-    def _locked(self, func, *args):
+    def _locked(self, func: Callable[[Any, *_Ts], _T], *args: *_Ts) -> _T:
         with _LOCKS_GUARD:
             lock = _LOCKS.setdefault(self.repo_path, threading.Lock())
         with lock:
@@ -233,10 +238,10 @@ class Checkpoints:
         ref = git.Reference(repo, _ref(session_id))
         return ref.commit if ref.is_valid() else None
 
-    def _snapshot(self, repo: Any, session_id: str, turn_id: str, paths: list[Path]) -> None:
+    def _snapshot(self, repo: Any, session_id: str, turn_id: str, paths: builtins.list[Path]) -> None:
         head = self._head(repo, session_id)
         manifest = _manifest(head) if head is not None else None
-        if manifest is not None and manifest["turn"] == turn_id:
+        if head is not None and manifest is not None and manifest["turn"] == turn_id:
             parents, entries, files = list(head.parents), _file_entries(head), manifest["files"]
         else:
             parents, entries, files = [head] if head is not None else [], [], []
@@ -263,10 +268,10 @@ class Checkpoints:
             manifest["files"] = files
             self._commit(repo, session_id, manifest, entries, parents, f"turn {turn_id}")
 
-    def _record_written(self, repo: Any, session_id: str, turn_id: str, paths: list[Path]) -> None:
+    def _record_written(self, repo: Any, session_id: str, turn_id: str, paths: builtins.list[Path]) -> None:
         head = self._head(repo, session_id)
         manifest = _manifest(head) if head is not None else None
-        if manifest is None or manifest["turn"] != turn_id:
+        if head is None or manifest is None or manifest["turn"] != turn_id:
             return
         wanted = {str(p) for p in paths}
         for entry in manifest["files"]:
@@ -276,7 +281,14 @@ class Checkpoints:
         self._commit(repo, session_id, manifest, _file_entries(head), list(head.parents), f"turn {turn_id}")
 
     def _commit(
-        self, repo: Any, session_id: str, manifest: dict, entries: list, parents: list, message: str, ref: str | None = None
+        self,
+        repo: Any,
+        session_id: str,
+        manifest: dict[str, Any],
+        entries: builtins.list[Any],
+        parents: builtins.list[Any],
+        message: str,
+        ref: str | None = None,
     ) -> Any:
         import git
         from git.index.fun import write_tree_from_cache
@@ -292,14 +304,15 @@ class Checkpoints:
         _set_ref(repo, ref or _ref(session_id), commit)
         return commit
 
-    def _list(self, repo: Any, session_id: str) -> list[Checkpoint]:
-        out, commit = [], self._head(repo, session_id)
+    def _list(self, repo: Any, session_id: str) -> builtins.list[Checkpoint]:
+        out: builtins.list[Checkpoint] = []
+        commit = self._head(repo, session_id)
         while commit is not None and len(out) < MAX_LISTED:
             out.append(_checkpoint(commit))
             commit = commit.parents[0] if commit.parents else None
         return out
 
-    def _preview(self, repo: Any, session_id: str):
+    def _preview(self, repo: Any, session_id: str) -> tuple[Checkpoint | None, builtins.list[_Row], builtins.list[str]]:
         head = self._head(repo, session_id)
         if head is None:
             return None, [], []
@@ -425,7 +438,7 @@ def _set_ref(repo: Any, ref: str, commit: Any) -> None:
     os.chmod(Path(repo.git_dir) / ref, 0o600)
 
 
-def _reachable(tips: list) -> set[str]:
+def _reachable(tips: list[Any]) -> set[str]:
     """Hex ids of every commit, tree and blob reachable from ``tips``."""
     seen: set[str] = set()
     commits = list(tips)
@@ -490,7 +503,7 @@ def _entry(repo: Any, path: str, data: bytes, executable: bool) -> Any:
     return BaseIndexEntry((0o100755 if executable else 0o100644, stream.binsha, 0, path))
 
 
-def _file_entries(commit: Any) -> list:
+def _file_entries(commit: Any) -> list[Any]:
     from git.index.typ import BaseIndexEntry
 
     return [
@@ -500,8 +513,9 @@ def _file_entries(commit: Any) -> list:
     ]
 
 
-def _manifest(commit: Any) -> dict:
-    return json.loads((commit.tree / MANIFEST).data_stream.read())
+def _manifest(commit: Any) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads((commit.tree / MANIFEST).data_stream.read())
+    return manifest
 
 
 def _checkpoint(commit: Any) -> Checkpoint:

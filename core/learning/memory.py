@@ -304,7 +304,9 @@ def snapshot(settings: LearningSettings | None = None) -> MemorySnapshot:
     from core.learning.gate import approved
 
     settings = settings or LearningSettings()
-    sections, findings, full = [], [], []
+    sections: list[str] = []
+    findings: list[Finding] = []
+    full: list[str] = []
     accepted = approved()
     for kind in FILES:
         path = memory_path(kind)

@@ -18,12 +18,13 @@ import shutil
 import sys
 import time
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from core.config import home
-from core.learning.screening import Finding, Flagged, looks_secret, review_learned, screen, screen_learned
+from core.learning.screening import Finding, Flagged, Screened, looks_secret, review_learned, screen, screen_learned
 from core.locked_json import locked_json
 
 __all__ = [
@@ -207,7 +208,7 @@ def read_text(skill: Skill) -> str:
         return handle.read(MAX_SKILL_CHARS)
 
 
-def _screen(skill: Skill, text: str, source: Path, approved: frozenset[str] | None = None):
+def _screen(skill: Skill, text: str, source: Path, approved: frozenset[str] | None = None) -> Screened:
     """Personal skills are what the agent learned: screened as memory is. Project and bundled
     skills come with their repository, like its AGENTS.md."""
     if skill.origin != "personal":
@@ -268,16 +269,17 @@ def _usage_path() -> Path:
     return personal_dir() / ".usage.json"
 
 
-def _usage_locked():
+def _usage_locked() -> AbstractContextManager[dict[str, Any]]:
     return locked_json(_usage_path())
 
 
 def usage() -> dict[str, dict[str, Any]]:
     """name -> {uses, last_used, created_by, created_at} for every skill with a record."""
     try:
-        return json.loads(_usage_path().read_text(encoding="utf-8"))
+        records: dict[str, dict[str, Any]] = json.loads(_usage_path().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return records
 
 
 def record_use(name: str) -> None:

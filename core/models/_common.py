@@ -100,7 +100,7 @@ def _error_body(body: object) -> tuple[str | None, str | None]:
     if not isinstance(body, dict):
         return None, body if isinstance(body, str) and body else None
     nested = body.get("error")
-    inner: dict = nested if isinstance(nested, dict) else body
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else body
     kind = inner.get("type") or inner.get("code")
     message = inner.get("message")
     return (str(kind) if kind else None), (str(message) if message else None)
@@ -158,7 +158,7 @@ def api_key(ref: ModelRef) -> str:
     )
 
 
-def parse_arguments(raw: str) -> tuple[dict, str | None]:
+def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     """Tool-call arguments as a dict, plus the raw text when it was not a JSON object."""
     if not raw.strip():
         return {}, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, Union
+from typing import Any, Literal, Protocol, Union
 
 from core.messages import AssistantMessage, Message, Usage
 
@@ -30,7 +30,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict  # JSON schema of the arguments object
+    parameters: dict[str, Any]  # JSON schema of the arguments object
 
 
 @dataclass(slots=True)

@@ -82,7 +82,8 @@ class GatewayStore:
             if live is not None:
                 return PairingCode(**dict(live))
             async with conn.execute("SELECT COUNT(*) FROM pairing_codes WHERE status = 'pending' AND expires_at > ?", (now,)) as cursor:
-                (count,) = await cursor.fetchone()  # type: ignore[misc]
+                row = await cursor.fetchone()
+            count = int(row[0]) if row else 0
             if count >= max_pending:
                 await _exec(
                     conn,
@@ -228,7 +229,7 @@ class GatewayStore:
         starter = await self.starter(session_id)
         if starter is not None:
             users.add(starter.user_id)
-        users.discard(owner)  # type: ignore[arg-type]
+        users.discard(owner)
         if not users:
             return None
         allowed: set[str] | None = None
