@@ -16,11 +16,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from core.config import ConfigError, config_path, home, load_config
 from hermes_cli.demo_client import Console, DemoClient
 from hermes_cli.demo_project import PROMPT, SEARCH_WORD, demo_script, write_project
+
+if TYPE_CHECKING:
+    from hermes_cli.scripted_model import ScriptedServer
 
 __all__ = ["find_hermes_acp", "run_demo"]
 
@@ -35,7 +38,7 @@ class _Plan:
 
     home: Path
     env: dict[str, str]
-    server: object | None = None  # the ScriptedOpenAIServer, closed at the end
+    server: ScriptedServer | None = None  # the scripted model server, closed at the end
 
 
 def find_hermes_acp() -> str | None:

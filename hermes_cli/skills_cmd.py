@@ -34,14 +34,14 @@ def run(args: argparse.Namespace) -> int:
     action = args.action or "list"
     if action == "list":
         usage = skills.usage()
-        found = skills.discover([Path(getattr(args, "project", ".")).resolve()])
-        for skill in found:
+        listed = skills.discover([Path(getattr(args, "project", ".")).resolve()])
+        for skill in listed:
             info = usage.get(skill.name, {})
             last = time.strftime("%Y-%m-%d", time.localtime(info["last_used"])) if info.get("last_used") else "never"
             author = f", by {info['created_by']}" if info.get("created_by") else ""
             print(f"{skill.name:<28} {skill.origin:<8} uses {info.get('uses', 0):<4} last {last}{author}")
             print(f"{'':29}{skill.description}")
-        if not found:
+        if not listed:
             print("No skills.")
         return 0
     if action == "show":

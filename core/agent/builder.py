@@ -15,6 +15,7 @@ from core.agent.loop import Agent
 from core.config import Config
 from core.models.base import Model
 from core.policy.approvals import ApprovalBroker
+from core.store import SessionStore
 from core.tools.registry import Tool
 
 __all__ = ["SURFACES", "SurfaceName", "SurfaceSpec", "build_agent"]
@@ -47,7 +48,7 @@ def build_agent(
     surface: SurfaceName,
     *,
     toolset: Callable[[str], list[Tool]],
-    store,
+    store: SessionStore,
     broker: ApprovalBroker | None = None,
     model: Model | None = None,
 ) -> Agent:

@@ -85,12 +85,20 @@ def apply_edit(text: str, old: str, new: str, *, replace_all: bool = False) -> A
     eol = eol_of(text)
     new = with_eol(new.replace("\r\n", "\n"), eol)
     table: _Lines | None = None
-    for strategy in (_exact, _line_endings, _trailing_whitespace, _indentation):
-        if strategy in (_trailing_whitespace, _indentation):
-            table = table or _Lines(text)
-            found = strategy(table, old, new, eol)
-        else:
-            found = strategy(text, old, new, eol)
+
+    def line_table() -> _Lines:
+        nonlocal table
+        table = table or _Lines(text)
+        return table
+
+    strategies = (
+        lambda: _exact(text, old, new, eol),
+        lambda: _line_endings(text, old, new, eol),
+        lambda: _trailing_whitespace(line_table(), old, new, eol),
+        lambda: _indentation(line_table(), old, new, eol),
+    )
+    for strategy in strategies:
+        found = strategy()
         if found is None or not found[1]:
             continue
         name, spans = found
@@ -177,7 +185,8 @@ def _fuzzy(table: _Lines, old: str, new: str, eol: str, name: str, indent: bool)
     if first is None:
         return None
     want = [line.strip() if indent else line.rstrip() for line in old_lines]
-    keyed, lines, count, found = table.keyed(indent), table.lines, len(old_lines), []
+    keyed, lines, count = table.keyed(indent), table.lines, len(old_lines)
+    found: Spans = []
     at = first
     while True:
         try:
@@ -214,11 +223,11 @@ def _reindent(window: list[str], old_lines: list[str], new_lines: list[str], fir
     return [base_file + line[len(base_old) :] if line.strip() and line.startswith(base_old) else line for line in new_lines]
 
 
-def _trailing_whitespace(table: _Lines, old: str, new: str, eol: str):
+def _trailing_whitespace(table: _Lines, old: str, new: str, eol: str) -> tuple[str, Spans] | None:
     return _fuzzy(table, old, new, eol, "trailing whitespace", indent=False)
 
 
-def _indentation(table: _Lines, old: str, new: str, eol: str):
+def _indentation(table: _Lines, old: str, new: str, eol: str) -> tuple[str, Spans] | None:
     return _fuzzy(table, old, new, eol, "indentation", indent=True)
 
 

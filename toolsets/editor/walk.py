@@ -71,7 +71,7 @@ def walk(root: Path, ignore: Ignore, *, dirs: bool = False) -> Iterator[Path]:
             yield path
 
 
-def human_size(size: int) -> str:
+def human_size(size: float) -> str:
     for unit in ("B", "K", "M", "G"):
         if size < 1024 or unit == "G":
             return f"{size}{unit}" if unit == "B" else f"{size:.1f}{unit}"
