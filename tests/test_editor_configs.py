@@ -39,6 +39,17 @@ def test_readme_zed_block_is_valid_json():
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    command = ".venv/bin/python -m pytest"
+    command = "scripts/check"
     assert f"The test command on its own is `{command}`" in readme
+    assert f"&& {command}\n```" in readme  # the whole-suite set-up ends with it
     assert ci.rstrip().splitlines()[-1] == command
+    script = ROOT / command
+    assert os.access(script, os.X_OK)
+    steps = [line for line in script.read_text().splitlines() if line.startswith(".venv/bin/")]
+    assert steps == [
+        ".venv/bin/ruff format --check .",
+        ".venv/bin/ruff check .",
+        ".venv/bin/mypy",
+        ".venv/bin/lint-imports",
+        '.venv/bin/python -m pytest "$@"',
+    ]
