@@ -326,7 +326,8 @@ class _Judge(Grades, RunsText):
         if prog in ("source", "."):
             self._source(argv, command, script)
         if prog in INLINE_CODE:
-            self._inline(argv, command, script, cwd, source)
+            if self._inline(argv, command, script, cwd, source):
+                self.network = True
         if prog == "find":
             self._exec_args(argv, ("-exec", "-execdir", "-ok", "-okdir"), (";", "+"), command, script, cwd, privileged)
         if prog in ("fd", "fdfind"):

@@ -135,8 +135,9 @@ class RunsText:
         ):
             self.flag(DANGEROUS, f"a shell runs text that cannot be checked ({argv[0]} {target})")
 
-    def _inline(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, source: Source) -> None:
-        """``python -c``, ``perl -e``, ``node -e`` ... and interpreters fed code on stdin."""
+    def _inline(self, argv: list[str], command: SimpleCommand, script: Script, cwd: Path, source: Source) -> bool:
+        """``python -c``, ``perl -e``, ``node -e`` ... and interpreters fed code on stdin; True when it
+        serves on the network (``python -m http.server``)."""
         prog = argv[0]
         found = code_.find_inline(prog, argv[1:])
         codes = list(found.codes)
@@ -173,7 +174,8 @@ class RunsText:
             if module in PYTHON_MODULES_CODE:
                 self.flag(NORMAL, f"it runs the project's code (python -m {module})")
             elif module == "http.server":
-                self.network = True
+                return True
+        return False
 
     def _interpreter_input(self, argv: list[str], command: SimpleCommand, script: Script) -> None:
         """Code fetched from the network and run: ``curl ... | sh``, ``sh -c "$(curl ...)"``."""
