@@ -11,8 +11,8 @@ from git (``git archive``), never from the working tree, so the figures are repr
 from __future__ import annotations
 
 import ast
-import json
 import io
+import json
 import re
 import statistics
 import subprocess
