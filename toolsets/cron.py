@@ -66,69 +66,66 @@ async def _chat_of(store, session_id: str) -> _Chat:
 @tool(kind="other", read_only=False, toolsets={"gateway"}, title=_title)
 async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
     """List, add, pause, resume, remove or run scheduled jobs, or show a job's recent runs; results go to this chat."""
-    from core.config import load_config
-    from core.store import SessionStore
     from core.store.jobs import JobStore
 
-    config = load_config()
-    owner = config.gateway.owner
-    async with SessionStore.open() as store:
-        jobs = JobStore(store)
-        chat = await _chat_of(store, ctx.session_id)
-        if args.action == "list":
-            found = [j for j in await jobs.list_jobs() if j.controlled_by(chat.user_id, owner)]
-            if not found:
-                return ToolOutput("No scheduled jobs of this user.")
-            return ToolOutput(
-                "\n".join(
-                    f"{j.id}  {j.name}  {j.parsed.describe()}  {'paused' if j.paused else 'next ' + fmt_time(j.next_run_at, j.timezone)}  mode={j.mode}"
-                    for j in found
-                )
+    owner = ctx.settings.owner
+    store = ctx.session_store()
+    jobs = JobStore(store)
+    chat = await _chat_of(store, ctx.session_id)
+    if args.action == "list":
+        found = [j for j in await jobs.list_jobs() if j.controlled_by(chat.user_id, owner)]
+        if not found:
+            return ToolOutput("No scheduled jobs of this user.")
+        return ToolOutput(
+            "\n".join(
+                f"{j.id}  {j.name}  {j.parsed.describe()}  {'paused' if j.paused else 'next ' + fmt_time(j.next_run_at, j.timezone)}  mode={j.mode}"
+                for j in found
             )
-        if args.action == "add":
-            if not args.schedule or not args.prompt:
-                raise ToolError("add needs schedule and prompt")
-            tz = config.cron.timezone or local_zone()
-            try:
-                schedule = parse_schedule(args.schedule, tz=tz)
-            except ScheduleError as exc:
-                raise ToolError(str(exc)) from None
-            await ctx.approve_call(f"Schedule '{args.prompt[:60]}' {schedule.describe()} (mode {args.mode})")
-            job = await jobs.add_job(
-                name=(args.name or args.prompt)[:40],
-                schedule=schedule,
-                timezone=tz,
-                prompt=args.prompt,
-                project=str(ctx.roots[0]),
-                mode=args.mode,
-                chat_id=chat.chat_id,
-                thread_id=chat.thread_id,
-                owner_id=chat.user_id,
-            )
-            where = "this chat" if chat.chat_id is not None else "nowhere (no chat is bound to this session; see `hermes-editor cron runs`)"
-            return ToolOutput(f"Added job {job.id}: {schedule.describe()}, next {fmt_time(job.next_run_at, tz)}; results go to {where}.")
-        if not args.job_id:
-            raise ToolError(f"{args.action} needs job_id")
-        job = await jobs.get_job(args.job_id)
-        if job is None:
-            raise ToolError(f"no job {args.job_id}; list them with action=list")
-        if not job.controlled_by(chat.user_id, owner):
-            raise ToolError(
-                f"job {args.job_id} belongs to another user: this user can see and control only the jobs they made "
-                "(the bot's owner controls all). Nothing was changed; list theirs with action=list."
-            )
-        if args.action == "runs":
-            runs = await jobs.runs(job.id, limit=5)
-            if not runs:
-                return ToolOutput(f"Job {job.id} has not run yet.")
-            return ToolOutput(
-                "\n".join(f"{fmt_time(r.scheduled_at, job.timezone)}  {r.status}  {(r.error or r.result or '')[:500]}" for r in runs)
-            )
-        await ctx.approve_call(f"{args.action.capitalize()} job {args.job_id} ({job.name})")
-        if args.action == "remove":
-            await jobs.remove_job(args.job_id)
-        elif args.action == "run":
-            await jobs.request_run(args.job_id)
-        else:
-            await jobs.set_paused(args.job_id, args.action == "pause")
-        return ToolOutput(f"Job {args.job_id}: {args.action} done.")
+        )
+    if args.action == "add":
+        if not args.schedule or not args.prompt:
+            raise ToolError("add needs schedule and prompt")
+        tz = ctx.settings.timezone or local_zone()
+        try:
+            schedule = parse_schedule(args.schedule, tz=tz)
+        except ScheduleError as exc:
+            raise ToolError(str(exc)) from None
+        await ctx.approve_call(f"Schedule '{args.prompt[:60]}' {schedule.describe()} (mode {args.mode})")
+        job = await jobs.add_job(
+            name=(args.name or args.prompt)[:40],
+            schedule=schedule,
+            timezone=tz,
+            prompt=args.prompt,
+            project=str(ctx.roots[0]),
+            mode=args.mode,
+            chat_id=chat.chat_id,
+            thread_id=chat.thread_id,
+            owner_id=chat.user_id,
+        )
+        where = "this chat" if chat.chat_id is not None else "nowhere (no chat is bound to this session; see `hermes-editor cron runs`)"
+        return ToolOutput(f"Added job {job.id}: {schedule.describe()}, next {fmt_time(job.next_run_at, tz)}; results go to {where}.")
+    if not args.job_id:
+        raise ToolError(f"{args.action} needs job_id")
+    job = await jobs.get_job(args.job_id)
+    if job is None:
+        raise ToolError(f"no job {args.job_id}; list them with action=list")
+    if not job.controlled_by(chat.user_id, owner):
+        raise ToolError(
+            f"job {args.job_id} belongs to another user: this user can see and control only the jobs they made "
+            "(the bot's owner controls all). Nothing was changed; list theirs with action=list."
+        )
+    if args.action == "runs":
+        runs = await jobs.runs(job.id, limit=5)
+        if not runs:
+            return ToolOutput(f"Job {job.id} has not run yet.")
+        return ToolOutput(
+            "\n".join(f"{fmt_time(r.scheduled_at, job.timezone)}  {r.status}  {(r.error or r.result or '')[:500]}" for r in runs)
+        )
+    await ctx.approve_call(f"{args.action.capitalize()} job {args.job_id} ({job.name})")
+    if args.action == "remove":
+        await jobs.remove_job(args.job_id)
+    elif args.action == "run":
+        await jobs.request_run(args.job_id)
+    else:
+        await jobs.set_paused(args.job_id, args.action == "pause")
+    return ToolOutput(f"Job {args.job_id}: {args.action} done.")

@@ -36,32 +36,32 @@ SUMMARY_OFF = "(Summaries are off: set [learning] search_summary = true in confi
 @tool(kind="search", read_only=True, toolsets={"editor", "gateway"}, title=lambda a: f"Search history: {a.query or a.session_id}")
 async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
     """Search past conversations (this project by default); session_id+seq reads around a hit."""
-    async with SessionStore.open() as store:
-        readable = await _readable(store, ctx)
-        if args.session_id:
-            if readable is not None and args.session_id not in readable:
-                raise ToolError(_NOT_THEIRS.format(args.session_id))
-            record = await store.get_session(args.session_id)
-            if record is None:
-                raise ToolError(f"No session {args.session_id!r}.")
-            lines = [f"{seq}. {text}" for seq, text in await history.around(store, record.id, args.seq or 1)]
-            return redact_secrets(f"Session {record.id} ({record.title or 'untitled'}):\n" + "\n".join(lines))
-        if not args.query.strip():
-            raise ToolError("Give a query, or session_id and seq.")
-        try:
-            hits = await history.search(
-                store,
-                args.query,
-                project=str(project_root(ctx.cwd)) if args.scope == "project" else None,
-                since=history.to_epoch(args.since or None),
-                until=history.to_epoch(args.until or None, end=True),
-                role=args.role or None,
-                sessions=readable,
-                limit=8,
-            )
-        except ValueError as exc:
-            raise ToolError(str(exc)) from None
-        transcripts = await _transcripts(store, hits) if hits and args.summarize and ctx.summarize else []
+    store = ctx.session_store()
+    readable = await _readable(store, ctx)
+    if args.session_id:
+        if readable is not None and args.session_id not in readable:
+            raise ToolError(_NOT_THEIRS.format(args.session_id))
+        record = await store.get_session(args.session_id)
+        if record is None:
+            raise ToolError(f"No session {args.session_id!r}.")
+        lines = [f"{seq}. {text}" for seq, text in await history.around(store, record.id, args.seq or 1)]
+        return redact_secrets(f"Session {record.id} ({record.title or 'untitled'}):\n" + "\n".join(lines))
+    if not args.query.strip():
+        raise ToolError("Give a query, or session_id and seq.")
+    try:
+        hits = await history.search(
+            store,
+            args.query,
+            project=str(project_root(ctx.cwd)) if args.scope == "project" else None,
+            since=history.to_epoch(args.since or None),
+            until=history.to_epoch(args.until or None, end=True),
+            role=args.role or None,
+            sessions=readable,
+            limit=8,
+        )
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    transcripts = await _transcripts(store, hits) if hits and args.summarize and ctx.summarize else []
     if not hits:
         return f"No past messages match {args.query!r}" + (" in this project; try scope=all." if args.scope == "project" else ".")
     lines = [
@@ -85,10 +85,9 @@ _NOT_THEIRS = (
 
 async def _readable(store: SessionStore, ctx: ToolContext) -> set[str] | None:
     """The sessions this call may read: None for all; limited when a chat user other than the owner can read this one."""
-    from core.config import load_config
     from core.store.gateway import GatewayStore
 
-    return await GatewayStore(store).readable_sessions(ctx.session_id, load_config().gateway.owner)
+    return await GatewayStore(store).readable_sessions(ctx.session_id, ctx.settings.owner)
 
 
 async def _transcripts(store: SessionStore, hits: list[history.Hit]) -> list[tuple[str, str]]:

@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.learning import gate as learning_gate
-from core.learning.context import current_settings
 from core.learning.memory import FILES, MemoryError, MemoryFlagged, change_memory
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
@@ -31,7 +30,7 @@ def _title(args: MemoryArgs) -> str:
 @tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=_title)
 async def memory(ctx: ToolContext, args: MemoryArgs) -> str:
     """Keep durable facts across sessions: short entries, no secrets. When full, merge or remove entries."""
-    await learning_gate.permit(ctx, _title(args))
+    await ctx.require_write(_title(args))
 
     def change(allow: frozenset[str] = frozenset()):
         return change_memory(
@@ -40,7 +39,7 @@ async def memory(ctx: ToolContext, args: MemoryArgs) -> str:
             text=args.text,
             old=args.old,
             who=f"agent:{ctx.session_id[:8]}",
-            settings=current_settings(),
+            settings=ctx.settings.learning,
             allow=allow,
         )
 
@@ -50,7 +49,9 @@ async def memory(ctx: ToolContext, args: MemoryArgs) -> str:
         except MemoryFlagged as flagged:
             snippet = " ".join(args.text.split())
             snippet = snippet if len(snippet) <= 120 else snippet[:117] + "…"
-            await learning_gate.confirm(ctx, flagged.flags, f"Save this {FILES[args.file]} entry, flagged by screening: “{snippet}”")
+            await ctx.require_write(
+                f"Save this {FILES[args.file]} entry, flagged by screening: “{snippet}”", flagged=learning_gate.describe(flagged.flags)
+            )
             done = await asyncio.to_thread(change, frozenset(f.digest for f in flagged.flags))
     except MemoryError as exc:
         raise ToolError(str(exc)) from None

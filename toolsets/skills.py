@@ -50,7 +50,7 @@ def _manage_title(args: SkillManageArgs) -> str:
 @tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=_manage_title)
 async def skill_manage(ctx: ToolContext, args: SkillManageArgs) -> str:
     """Create, patch or delete your own skills (reusable procedures); bundled ones are read-only."""
-    await learning_gate.permit(ctx, _manage_title(args))
+    await ctx.require_write(_manage_title(args))
     who = f"agent:{ctx.session_id[:8]}"
 
     def write(allow: frozenset[str] = frozenset()):
@@ -66,7 +66,7 @@ async def skill_manage(ctx: ToolContext, args: SkillManageArgs) -> str:
             path = await asyncio.to_thread(write)
         except skills.SkillFlagged as flagged:
             what = "new skill" if args.action == "create" else "change to skill"
-            await learning_gate.confirm(ctx, flagged.flags, f"Save this {what} {args.name}, flagged by screening")
+            await ctx.require_write(f"Save this {what} {args.name}, flagged by screening", flagged=learning_gate.describe(flagged.flags))
             path = await asyncio.to_thread(write, frozenset(f.digest for f in flagged.flags))
     except skills.SkillError as exc:
         raise ToolError(str(exc)) from None

@@ -16,6 +16,7 @@ from core.config import Config
 from core.models.base import Model
 from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
+from core.tools.context import ToolSettings
 from core.tools.registry import Tool
 
 __all__ = ["SURFACES", "SurfaceName", "SurfaceSpec", "build_agent"]
@@ -77,4 +78,5 @@ def build_agent(
         learning=config.learning,
         context_window=config.context_window(),
         summary_model=build_summary_model(config) if config.learning.search_summary else None,
+        tool_settings=ToolSettings.of(config),
     )

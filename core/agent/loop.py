@@ -29,7 +29,7 @@ from core.learning.context import LearningSettings
 from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, Usage, UserMessage
 from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.tools.context import ToolContext
+from core.tools.context import ToolContext, ToolSettings
 from core.tools.dispatch import run_tool, tool_locations, tool_title
 from core.tools.registry import Tool
 
@@ -87,6 +87,7 @@ class Agent:
         learning: LearningSettings | None = None,
         context_window: int = 0,
         summary_model: Model | None = None,
+        tool_settings: ToolSettings | None = None,
     ) -> None:
         self.model = model
         # For short summaries tools ask for (``ToolContext.summarize``); None: the session's model.
@@ -103,6 +104,8 @@ class Agent:
         self.max_steps = max_steps
         self.max_tokens = max_tokens
         self.learning = learning or LearningSettings()
+        # What tools read of the configuration (``ToolContext.settings``).
+        self.tool_settings = tool_settings or ToolSettings(learning=self.learning)
         # The toolsets every tool of this agent belongs to: skills may require them.
         self.toolsets = frozenset.intersection(*(t.toolsets for t in tools)) if tools else frozenset()
 
@@ -390,6 +393,8 @@ class Agent:
             remember_rule=remember,
             turn_id=turn_id,
             summarize=(lambda text: self._summarize(session, text)) if self.learning.search_summary else None,
+            store=self.store,
+            settings=self.tool_settings,
         )
 
     async def _summarize(self, session: Session, text: str) -> str:

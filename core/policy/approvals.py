@@ -181,6 +181,24 @@ class ApprovalPolicy:
             return Ruling("allow", "accept-edits mode")
         return Ruling("ask", "changes need your approval")
 
+    def learning_ruling(self, action: Action, flagged: str = "") -> Ruling:
+        """A learning write (a memory entry, a skill): the policy's refusals stand; unflagged text
+        goes ahead; text screening ``flagged`` asks every time (never "always"), and is refused in
+        auto mode, where nobody is asked."""
+        base = self.ruling(action)
+        if base.verdict == "refuse":
+            return base
+        if not flagged:
+            return Ruling("allow", "learning writes ask only when screening flags them")
+        if self.mode == "auto":
+            return Ruling(
+                "refuse",
+                f"screening flagged it ({flagged}) and auto mode asks nobody, so nothing was saved. "
+                "Leave it out, or let the user save it in ask or accept-edits mode, where they are asked",
+                False,
+            )
+        return Ruling("ask", f"screening flagged it: {flagged}", False)
+
     @property
     def sandboxed(self) -> bool:
         """Whether commands run in the OS sandbox (probed on first use)."""

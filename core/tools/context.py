@@ -1,4 +1,5 @@
-"""``ToolContext``: a tool's only door to the world — files, commands, approvals, checkpoints."""
+"""``ToolContext``: a tool's only door to the world — files, commands, approvals, checkpoints,
+the session store and the settings tools read."""
 
 from __future__ import annotations
 
@@ -10,19 +11,38 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.config import Config
 from core.events import Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
 from core.host.checkpoints import Checkpoints
 from core.host.local import BinaryFileError, Host, TextFile, encode_text
 from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
+from core.learning_config import LearningSettings
 from core.messages import FileDiff
 from core.paths import within
 from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
+from core.store import SessionStore
 from core.tools.diffs import FileChange, FileLedger, display_diff, ledger_for
 from core.tools.errors import ToolError, ToolRejected
 
-__all__ = ["ToolContext"]
+__all__ = ["ToolContext", "ToolSettings"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """What tools read of the configuration, taken from it once when the agent is built."""
+
+    learning: LearningSettings = field(default_factory=LearningSettings)
+    # The gateway's owner (``[gateway] owner``): reads every session and controls every job.
+    owner: int | None = None
+    # The zone new schedules are read in (``[cron] timezone``); None: the system's.
+    timezone: str | None = None
+
+    @classmethod
+    def of(cls, config: Config) -> ToolSettings:
+        """The settings of ``config``."""
+        return cls(learning=config.learning, owner=config.gateway.owner, timezone=config.cron.timezone)
 
 
 @dataclass(slots=True)
@@ -48,6 +68,9 @@ class ToolContext:
     # Ask a (cheaper) model for a short text, e.g. session_search's summaries; None when the
     # surface or the ``[learning] search_summary`` setting does not allow it.
     summarize: Callable[[str], Awaitable[str]] | None = None
+    # The session's open store (None where a surface gives tools none) and the settings tools read.
+    store: SessionStore | None = None
+    settings: ToolSettings = field(default_factory=ToolSettings)
     _approved: set[Path] = field(default_factory=set)
     _command_approved: str | None = None
     _confinement: Confinement | None = None
@@ -109,6 +132,19 @@ class ToolContext:
     async def approve_call(self, title: str, *, detail: str = "") -> None:
         """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say)."""
         await self._gate(Action(self.tool_name, self.tool_kind, False, ()), title=title, detail=detail)
+
+    async def require_write(self, title: str, *, flagged: str = "") -> None:
+        """Let a learning write (a memory entry, a skill) go ahead as the policy rules: its
+        refusals stand (read-only mode); unflagged text needs no question; text screening
+        ``flagged`` asks (and is refused where nobody is asked). Raises ToolRejected on no."""
+        action = Action(self.tool_name, self.tool_kind, False, ())
+        await self._gate(action, title=title, ruling=self.policy.learning_ruling(action, flagged))
+
+    def session_store(self) -> SessionStore:
+        """The session's open store; a ToolError where the surface gives tools none."""
+        if self.store is None:
+            raise ToolError(f"{self.tool_name} needs the session store, which this surface does not give tools.")
+        return self.store
 
     async def apply_changes(self, title: str, changes: list[FileChange]) -> list[FileDiff]:
         """The one way tools change files; all of ``changes`` land or none do.
@@ -259,8 +295,9 @@ class ToolContext:
         diffs: list[FileDiff] | None = None,
         command: str | None = None,
         detail: str = "",
+        ruling: Ruling | None = None,
     ) -> Ruling:
-        ruling = self.policy.ruling(action)
+        ruling = ruling if ruling is not None else self.policy.ruling(action)
         if ruling.notice and ruling.notice not in self.policy.said:
             self.policy.said.add(ruling.notice)
             await self.emit(Notice(ruling.notice, "warning"))

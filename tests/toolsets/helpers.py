@@ -10,7 +10,8 @@ from core.host.checkpoints import Checkpoints
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
-from core.tools.context import ToolContext
+from core.store import SessionStore
+from core.tools.context import ToolContext, ToolSettings
 from core.tools.diffs import FileLedger
 from core.tools.dispatch import ToolRun, run_tool
 from toolsets import toolset
@@ -21,7 +22,16 @@ TOOLS = {t.name: t for t in toolset("editor")}
 class Session:
     """Tool calls as the agent makes them: same session, a turn id, approvals answered by the test."""
 
-    def __init__(self, root: Path, mode: str = "auto", *, host=None, home: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        mode: str = "auto",
+        *,
+        host=None,
+        home: Path | None = None,
+        store: SessionStore | None = None,
+        settings: ToolSettings | None = None,
+    ) -> None:
         self.root = root
         self.events: list = []
         self.broker = ApprovalBroker(None, timeout=5)
@@ -31,6 +41,8 @@ class Session:
         self.checkpoints = Checkpoints()
         self.turn = "turn-1"
         self.calls = 0
+        self.store = store
+        self.settings = settings or ToolSettings()
 
     def ctx(self) -> ToolContext:
         async def emit(event) -> None:
@@ -47,6 +59,8 @@ class Session:
             turn_id=self.turn,
             checkpoints=self.checkpoints,
             files=self.ledger,
+            store=self.store,
+            settings=self.settings,
         )
 
     async def run(self, name: str, args: dict, *, answer: Decision | None = None, before_answer=None) -> ToolRun:

@@ -51,15 +51,15 @@ async def test_session_search_tool_scopes_to_the_project_and_reads_around(hermes
         await store.append_message(here.id, UserMessage.of("because the backoff resets"))
         there = await store.create_session(cwd=str(tmp_path / "other"), surface="mcp", title="There")
         await store.append_message(there.id, UserMessage.of("websocket in another project"))
-    session = Session(project / "src")
-    found = await session.run("session_search", {"query": "websocket"})
-    assert not found.failed and here.id in found.result.content and there.id not in found.result.content
-    everywhere = await session.run("session_search", {"query": "websocket", "scope": "all"})
-    assert there.id in everywhere.result.content
-    around = await session.run("session_search", {"session_id": here.id, "seq": 1})
-    assert "backoff resets" in around.result.content
-    none = await session.run("session_search", {"query": "kubernetes"})
-    assert "scope=all" in none.result.content
+        session = Session(project / "src", store=store)
+        found = await session.run("session_search", {"query": "websocket"})
+        assert not found.failed and here.id in found.result.content and there.id not in found.result.content
+        everywhere = await session.run("session_search", {"query": "websocket", "scope": "all"})
+        assert there.id in everywhere.result.content
+        around = await session.run("session_search", {"session_id": here.id, "seq": 1})
+        assert "backoff resets" in around.result.content
+        none = await session.run("session_search", {"query": "kubernetes"})
+        assert "scope=all" in none.result.content
 
 
 # --- learning writes are screened, through the real hermes-acp ---------------------------------
