@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from core.store.gateway import GatewayStore
     from core.store.records import SessionRecord
-    from hermes_gateway.app import Gateway
+    from hermes_gateway.parts import Projects
 
 __all__ = ["SessionAccess", "not_yours"]
 
@@ -29,28 +30,28 @@ def not_yours(shown: str) -> str:
 class SessionAccess:
     """Decides, per chat user, which sessions they reach."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(self, owner: int | None, projects: Projects, gateway_store: GatewayStore) -> None:
+        self._owner = owner
+        self._projects = projects
+        self._gateway_store = gateway_store
 
     def is_owner(self, user_id: int | None) -> bool:
-        owner = self._gateway.config.gateway.owner
-        return owner is not None and user_id == owner
+        return self._owner is not None and user_id == self._owner
 
     async def visible(self, user_id: int | None, limit: int = 10) -> list[SessionRecord]:
         """Sessions of the configured projects that ``user_id`` may resume, newest first."""
-        gateway = self._gateway
         if self.is_owner(user_id):
-            return await gateway.project_sessions(limit=limit)
+            return await self._projects.sessions(limit=limit)
         if user_id is None:
             return []
-        mine = await gateway.gateway_store.sessions_started_by(user_id)
-        return [r for r in mine if gateway.project_of(r.cwd) is not None][:limit]
+        mine = await self._gateway_store.sessions_started_by(user_id)
+        return [r for r in mine if self._projects.project_of(r.cwd) is not None][:limit]
 
     async def may_continue(self, user_id: int | None, session_id: str, chat_key: str) -> bool:
         """Whether ``user_id`` may act (a turn, /undo) on the session a chat is in."""
         if self.is_owner(user_id):
             return True
-        starter = await self._gateway.gateway_store.starter(session_id)
+        starter = await self._gateway_store.starter(session_id)
         if starter is None or user_id is None:
             return False
         return starter.user_id == user_id or (starter.origin == "chat" and starter.chat_key == chat_key)

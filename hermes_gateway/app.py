@@ -26,7 +26,7 @@ from hermes_gateway.telegram_io import Target
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
-    from core.store import SessionRecord, SessionStore
+    from core.store import SessionStore
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobStore
     from hermes_gateway.lock import GatewayLock
@@ -86,7 +86,6 @@ class Gateway:
         self.lock = lock
         self.started_at = time.time()
         self.last_update_at: float | None = None
-        self.bot_username = ""
         self._loops: list[asyncio.Task[None]] = []
 
     # -- building -------------------------------------------------------------------------
@@ -101,6 +100,7 @@ class Gateway:
         from hermes_gateway.auth import Gate
         from hermes_gateway.chats import Conversations
         from hermes_gateway.commands import Commands
+        from hermes_gateway.parts import ChatBot, Projects
         from hermes_gateway.remote import RemoteApprovals
         from hermes_gateway.scheduler import Scheduler
         from surface_support.pairing import Pairing
@@ -114,11 +114,6 @@ class Gateway:
         self.agent: Agent = build_agent(cfg, "gateway", toolset=toolset, store=self.store)
         # Cron runs share the chat agent's model client.
         self.cron_agent: Agent = build_agent(cfg, "cron", toolset=toolset, store=self.store, model=self.agent.model)
-        self.access = SessionAccess(self)
-        self.conversations = Conversations(self)
-        self.commands = Commands(self)
-        self.scheduler = Scheduler(self)
-        self.remote = RemoteApprovals(self)
         assert cfg.telegram.token is not None
         base = (cfg.telegram.api_base_url or DEFAULT_API).rstrip("/")
         builder: ApplicationBuilder = (
@@ -130,7 +125,17 @@ class Gateway:
         )
         self.application: Application = builder.build()
         app = self.application
-        app.add_handler(TypeHandler(Update, Gate(self)), group=-1)
+        bot = app.bot
+        self.chatbot = ChatBot(bot)
+        projects = Projects(self.projects, self.store)
+        self.access = SessionAccess(cfg.gateway.owner, projects, self.gateway_store)
+        self.conversations = Conversations(cfg, self.agent, bot, self.gateway_store, projects, self.access, self.default_mode)
+        self.scheduler = Scheduler(cfg, self.cron_agent, bot, self.jobs, self.gateway_store)
+        self.commands = Commands(
+            cfg, self.chatbot, self.conversations, self.access, projects, self.gateway_store, self.jobs, self.scheduler, self.timezone
+        )
+        self.remote = RemoteApprovals(cfg, [self.agent.broker, self.cron_agent.broker], bot, self.store, self.gateway_store)
+        app.add_handler(TypeHandler(Update, Gate(self.pairing, self.chatbot)), group=-1)
         app.add_handler(CallbackQueryHandler(self._on_button))
         app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, self.commands.dispatch))
         app.add_handler(
@@ -153,8 +158,8 @@ class Gateway:
         cfg = self.config
         app = self.application
         async with app:
-            self.bot_username = app.bot.username or ""
-            log.info("gateway started as @%s; projects: %s", self.bot_username, ", ".join(self.projects))
+            self.chatbot.username = app.bot.username or ""
+            log.info("gateway started as @%s; projects: %s", self.chatbot.username, ", ".join(self.projects))
             await app.start()
             assert app.updater is not None
             if cfg.telegram.mode == "webhook":
@@ -205,7 +210,7 @@ class Gateway:
         try:
             self.lock.write_status(
                 state=state,
-                bot=self.bot_username,
+                bot=self.chatbot.username,
                 mode=self.config.telegram.mode,
                 projects=list(self.projects),
                 turns_running=len(self.conversations.running()),
@@ -220,32 +225,18 @@ class Gateway:
 
     # -- handlers -------------------------------------------------------------------------
 
-    def target_of(self, message: Any) -> Target:
-        thread = message.message_thread_id if getattr(message, "is_topic_message", False) else None
-        return Target(message.chat.id, thread)
-
-    def addressed(self, message: Any) -> bool:
-        """In a group, the bot answers only when mentioned or replied to."""
-        if message.chat.type == "private":
-            return True
-        text = message.text or message.caption or ""
-        if self.bot_username and f"@{self.bot_username}".lower() in text.lower():
-            return True
-        reply = message.reply_to_message
-        return bool(reply and reply.from_user and reply.from_user.id == self.bot.id)
-
     async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         from core.messages import ImagePart, TextPart, UserMessage
 
         message = update.message
         user = update.effective_user
-        if message is None or user is None or not self.addressed(message):
+        if message is None or user is None or not self.chatbot.addressed(message):
             return
         self.last_update_at = time.time()
         text = message.text or message.caption or ""
-        if self.bot_username:
-            text = re.sub(rf"@{re.escape(self.bot_username)}\b", "", text, flags=re.IGNORECASE).strip()
-        target = self.target_of(message)
+        if self.chatbot.username:
+            text = re.sub(rf"@{re.escape(self.chatbot.username)}\b", "", text, flags=re.IGNORECASE).strip()
+        target = self.chatbot.target_of(message)
         parts: list[Any] = []
         try:
             notes, images = await self._attachments(message, target)
@@ -317,24 +308,6 @@ class Gateway:
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("handler failed: %s", context.error, exc_info=context.error)
-
-    # -- sessions across surfaces ---------------------------------------------------------
-
-    def project_of(self, cwd: str) -> str | None:
-        """The configured project a path belongs to, if any."""
-        path = Path(cwd).resolve()
-        for name, root in self.projects.items():
-            if path == Path(root) or Path(root) in path.parents:
-                return name
-        return None
-
-    async def project_sessions(self, limit: int = 10) -> list[SessionRecord]:
-        """Recent sessions of the configured projects, from every surface, newest first."""
-        found: dict[str, SessionRecord] = {}
-        for record in await self.store.list_sessions(limit=500):
-            if self.project_of(record.cwd) is not None and record.id not in found:
-                found[record.id] = record
-        return sorted(found.values(), key=lambda r: r.updated_at, reverse=True)[:limit]
 
 
 def _save(folder: Path, name: str, data: bytes) -> Path:

@@ -22,7 +22,8 @@ from telegram.constants import ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 if TYPE_CHECKING:
-    from hermes_gateway.app import Gateway
+    from hermes_gateway.parts import ChatBot
+    from surface_support.pairing import Pairing
 
 __all__ = ["Gate"]
 
@@ -32,15 +33,16 @@ log = logging.getLogger(__name__)
 class Gate:
     """Allow or stop each update; unknown private users get a pairing code."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(self, pairing: Pairing, chatbot: ChatBot) -> None:
+        self._pairing = pairing
+        self._chatbot = chatbot
 
     async def __call__(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         user = update.effective_user
         user_id = user.id if user is not None else None
         if user is not None and user.is_bot:
             raise ApplicationHandlerStop
-        if await self._gateway.pairing.allowed(user_id):
+        if await self._pairing.allowed(user_id):
             return
         log.info("update from unauthorised user %s refused", user_id)
         query = update.callback_query
@@ -53,12 +55,12 @@ class Gate:
             raise ApplicationHandlerStop  # edited messages, channel posts, joins: nothing to say
         if chat.type == ChatType.PRIVATE:
             await self._offer_pairing(message, user, chat.id)
-        elif self._gateway.addressed(message):
+        elif self._chatbot.addressed(message):
             await message.reply_text("I only answer people I know. Message me privately to pair.")
         raise ApplicationHandlerStop
 
     async def _offer_pairing(self, message: Any, user: Any, chat_id: int) -> None:
-        issued = await self._gateway.pairing.request(user.id, chat_id, user.full_name)
+        issued = await self._pairing.request(user.id, chat_id, user.full_name)
         if issued.code is None:
             await message.reply_text(f"Not authorised. {issued.reason}")
             return

@@ -20,7 +20,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from core.events import Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
+from core.events import ApprovalRequest, Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
 from core.policy.approvals import Decision
 from hermes_gateway.access import not_yours
@@ -28,9 +28,12 @@ from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
 
 if TYPE_CHECKING:
-    from core.agent.loop import Session
-    from core.policy.approvals import ApprovalRequest
-    from hermes_gateway.app import Gateway
+    from core.agent.loop import Agent, Session
+    from core.config import Config
+    from core.policy.approvals import ApprovalBroker
+    from core.store.gateway import GatewayStore
+    from hermes_gateway.access import SessionAccess
+    from hermes_gateway.parts import Projects
 
 __all__ = ["ApprovalButtons", "Conversation", "Conversations"]
 
@@ -52,8 +55,9 @@ class _Asked:
 class ApprovalButtons:
     """In-chat questions: ``ap|<approval id>|<o|a|d>`` (under 64 bytes of callback data)."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(self, bot: Any, broker: ApprovalBroker) -> None:
+        self._bot = bot
+        self._broker = broker
         self._asked: dict[str, _Asked] = {}
 
     async def ask(self, request: ApprovalRequest, target: Target, user_id: int) -> None:
@@ -70,7 +74,7 @@ class ApprovalButtons:
         buttons.append(InlineKeyboardButton("Deny", callback_data=f"ap|{request.id}|d"))
         asked = _Asked(request, target, user_id)
         self._asked[request.id] = asked
-        message = await send_text(self._gateway.bot, target, "\n".join(lines), reply_markup=InlineKeyboardMarkup([buttons]))
+        message = await send_text(self._bot, target, "\n".join(lines), reply_markup=InlineKeyboardMarkup([buttons]))
         asked.message_id = message.message_id
 
     async def press(self, query: Any, approval_id: str, choice: str) -> None:
@@ -93,7 +97,7 @@ class ApprovalButtons:
         if decision is None or (decision is Decision.ALLOW_ALWAYS and not asked.request.offer_always):
             await query.answer("That choice is not offered for this request.", show_alert=True)
             return
-        won = await self._gateway.agent.broker.answer(approval_id, decision, by=f"telegram:{query.from_user.id}")
+        won = await self._broker.answer(approval_id, decision, by=f"telegram:{query.from_user.id}")
         self._asked.pop(approval_id, None)
         if not won:
             await query.answer("This request has expired or was already answered.", show_alert=True)
@@ -113,7 +117,7 @@ class ApprovalButtons:
         if asked.message_id is None:
             return
         try:
-            await edit_text(self._gateway.bot, asked.target, asked.message_id, f"🔐 {asked.request.title} — {outcome}", html=False)
+            await edit_text(self._bot, asked.target, asked.message_id, f"🔐 {asked.request.title} — {outcome}", html=False)
         except TelegramError:
             log.debug("could not update the approval message", exc_info=True)
 
@@ -176,10 +180,25 @@ class Conversation:
 class Conversations:
     """Every conversation of this gateway; bindings persist in the store across restarts."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(
+        self,
+        config: Config,
+        agent: Agent,
+        bot: Any,
+        gateway_store: GatewayStore,
+        projects: Projects,
+        access: SessionAccess,
+        default_mode: str = "ask",
+    ) -> None:
+        self._config = config
+        self._agent = agent
+        self._bot = bot
+        self._gateway_store = gateway_store
+        self._projects = projects
+        self._access = access
+        self._default_mode = default_mode
         self._by_key: dict[str, Conversation] = {}
-        self.approvals = ApprovalButtons(gateway)
+        self.approvals = ApprovalButtons(bot, agent.broker)
 
     def running(self) -> list[Conversation]:
         return [c for c in self._by_key.values() if c.turn is not None and not c.turn.done()]
@@ -188,10 +207,10 @@ class Conversations:
         found = self._by_key.get(target.key)
         if found is not None:
             return found
-        binding = await self._gateway.gateway_store.binding(target.key)
-        projects = self._gateway.projects
+        binding = await self._gateway_store.binding(target.key)
+        projects = self._projects.paths
         project = binding.project if binding.project in projects else next(iter(projects))
-        conversation = Conversation(target, project, binding.mode or self._gateway.default_mode)
+        conversation = Conversation(target, project, binding.mode or self._default_mode)
         if binding.session_id:
             conversation.session = await self._open(conversation, binding.session_id)
         self._by_key[target.key] = conversation
@@ -200,24 +219,22 @@ class Conversations:
     async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
         from core.host.local import LocalHost
 
-        agent = self._gateway.agent
-        return await agent.open_session(session_id, LocalHost(self._gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        return await self._agent.open_session(session_id, LocalHost(self._config.secrets), mode=conversation.mode)  # type: ignore[arg-type]
 
     async def save(self, conversation: Conversation) -> None:
         from core.store.gateway import ChatBinding
 
         sid = conversation.session.id if conversation.session else None
-        await self._gateway.gateway_store.bind(ChatBinding(conversation.target.key, conversation.project, sid, conversation.mode))
+        await self._gateway_store.bind(ChatBinding(conversation.target.key, conversation.project, sid, conversation.mode))
 
     async def new_session(self, conversation: Conversation, user_id: int | None) -> Session:
         """A fresh session in the chat's project, started by ``user_id`` (it is theirs)."""
         from core.host.local import LocalHost
 
-        gateway = self._gateway
-        path = Path(gateway.projects[conversation.project])
-        session = await gateway.agent.new_session(path, LocalHost(gateway.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        path = Path(self._projects.paths[conversation.project])
+        session = await self._agent.new_session(path, LocalHost(self._config.secrets), mode=conversation.mode)  # type: ignore[arg-type]
         if user_id is not None:
-            await gateway.gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
+            await self._gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
         conversation.session = session
         await self.save(conversation)
         return session
@@ -241,21 +258,20 @@ class Conversations:
         conversation.turn = asyncio.create_task(run(), name=f"turn-{conversation.target.key}")
 
     async def _turn(self, conversation: Conversation, message: UserMessage, user_id: int) -> None:
-        gateway = self._gateway
         session = conversation.session
-        if session is not None and not await gateway.access.may_continue(user_id, session.id, conversation.target.key):
+        if session is not None and not await self._access.may_continue(user_id, session.id, conversation.target.key):
             # A binding from before sessions had owners, or a session the owner brought here.
-            await send_text(gateway.bot, conversation.target, not_yours(session.id[:8]))
+            await send_text(self._bot, conversation.target, not_yours(session.id[:8]))
             return
         session = session or await self.new_session(conversation, user_id)
-        stream = _Stream(gateway.bot, conversation.target, gateway.config.telegram.edit_interval)
+        stream = _Stream(self._bot, conversation.target, self._config.telegram.edit_interval)
         typing = asyncio.create_task(self._typing(conversation.target))
         conversation.busy_since = time.time()
         footer = ""
         try:
             # Tools acting in this turn (the cron tool) act for the user who sent the prompt.
-            await gateway.gateway_store.set_turn_user(conversation.target.key, user_id)
-            async for event in gateway.agent.run_turn(session, message):
+            await self._gateway_store.set_turn_user(conversation.target.key, user_id)
+            async for event in self._agent.run_turn(session, message):
                 if isinstance(event, TextDelta):
                     stream.text.append(event.text)
                     stream.status = ""
@@ -264,9 +280,9 @@ class Conversations:
                     stream.status = f"⚙️ {event.title}"
                     await stream.update()
                 elif isinstance(event, PermissionNeeded):
-                    await self.approvals.ask(event.request, conversation.target, user_id)  # type: ignore[arg-type]
+                    await self.approvals.ask(event.request, conversation.target, user_id)
                 elif isinstance(event, Notice) and event.level != "info":
-                    await send_text(gateway.bot, conversation.target, f"⚠️ {event.text}")
+                    await send_text(self._bot, conversation.target, f"⚠️ {event.text}")
                 elif isinstance(event, TurnEnded):
                     if event.stop_reason == "cancelled":
                         footer = "⏹ Stopped."
@@ -288,7 +304,7 @@ class Conversations:
     async def _typing(self, target: Target) -> None:
         while True:
             try:
-                await self._gateway.bot.send_chat_action(action=ChatAction.TYPING, **target.kwargs())
+                await self._bot.send_chat_action(action=ChatAction.TYPING, **target.kwargs())
             except TelegramError:
                 pass
             await asyncio.sleep(TYPING_EVERY)
@@ -296,7 +312,7 @@ class Conversations:
     def stop(self, conversation: Conversation) -> bool:
         if conversation.session is None or conversation.turn is None or conversation.turn.done():
             return False
-        self._gateway.agent.cancel(conversation.session)
+        self._agent.cancel(conversation.session)
         return True
 
     async def drain(self, grace: float) -> None:

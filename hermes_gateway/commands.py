@@ -19,7 +19,13 @@ from hermes_gateway.access import not_yours
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
-    from hermes_gateway.app import Gateway
+    from core.config import Config
+    from core.store.gateway import GatewayStore
+    from core.store.jobs import JobStore
+    from hermes_gateway.access import SessionAccess
+    from hermes_gateway.chats import Conversations
+    from hermes_gateway.parts import ChatBot, Projects
+    from hermes_gateway.scheduler import Scheduler
 
 __all__ = ["COMMANDS", "Commands"]
 
@@ -41,8 +47,27 @@ COMMANDS = {
 class Commands:
     """Handlers for the slash commands, one method each."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(
+        self,
+        config: Config,
+        chatbot: ChatBot,
+        conversations: Conversations,
+        access: SessionAccess,
+        projects: Projects,
+        gateway_store: GatewayStore,
+        jobs: JobStore,
+        scheduler: Scheduler,
+        timezone: str,
+    ) -> None:
+        self._config = config
+        self._chatbot = chatbot
+        self._conversations = conversations
+        self._access = access
+        self._projects = projects
+        self._gateway_store = gateway_store
+        self._jobs = jobs
+        self._scheduler = scheduler
+        self._timezone = timezone
 
     async def dispatch(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
@@ -51,14 +76,14 @@ class Commands:
         word, _, rest = message.text.partition(" ")
         name = word[1:].split("@", 1)[0].lower()
         handler = getattr(self, f"cmd_{name}", None)
-        target = self._gateway.target_of(message)
+        target = self._chatbot.target_of(message)
         if handler is None:
             await self._say(target, f"Unknown command /{name}. Try /help.")
             return
         await handler(update, target, rest.strip())
 
     async def _say(self, target: Target, text: str) -> None:
-        await send_long(self._gateway.bot, target, text)
+        await send_long(self._chatbot.bot, target, text)
 
     async def cmd_help(self, update: Update, target: Target, arg: str) -> None:
         lines = ["Send a message to talk to the agent. Commands:"]
@@ -70,7 +95,7 @@ class Commands:
 
     async def cmd_whoami(self, update: Update, target: Target, arg: str) -> None:
         user = update.effective_user
-        conversation = await self._gateway.conversations.get(target)
+        conversation = await self._conversations.get(target)
         session = conversation.session.id if conversation.session else "(none yet)"
         await self._say(
             target,
@@ -80,14 +105,14 @@ class Commands:
         )
 
     async def cmd_new(self, update: Update, target: Target, arg: str) -> None:
-        conversation = await self._gateway.conversations.get(target)
-        self._gateway.conversations.stop(conversation)
-        session = await self._gateway.conversations.new_session(conversation, _user_id(update))
+        conversation = await self._conversations.get(target)
+        self._conversations.stop(conversation)
+        session = await self._conversations.new_session(conversation, _user_id(update))
         await self._say(target, f"New conversation in {conversation.project} ({session.id[:8]}).")
 
     async def cmd_project(self, update: Update, target: Target, arg: str) -> None:
-        conversation = await self._gateway.conversations.get(target)
-        projects = self._gateway.projects
+        conversation = await self._conversations.get(target)
+        projects = self._projects.paths
         if not arg:
             listing = "\n".join(f"{'→' if n == conversation.project else ' '} {n}  {p}" for n, p in projects.items())
             await self._say(target, f"Projects (switch with /project NAME):\n{listing}")
@@ -96,12 +121,12 @@ class Commands:
             await self._say(target, f"No project named {arg!r}. Configured: {', '.join(projects)}.")
             return
         conversation.project = arg
-        self._gateway.conversations.stop(conversation)
-        await self._gateway.conversations.new_session(conversation, _user_id(update))
+        self._conversations.stop(conversation)
+        await self._conversations.new_session(conversation, _user_id(update))
         await self._say(target, f"Now in project {arg} ({projects[arg]}); a new conversation starts.")
 
     async def cmd_mode(self, update: Update, target: Target, arg: str) -> None:
-        conversation = await self._gateway.conversations.get(target)
+        conversation = await self._conversations.get(target)
         if not arg:
             await self._say(target, f"Mode: {conversation.mode}. Set with /mode {'|'.join(MODES)}.")
             return
@@ -111,22 +136,22 @@ class Commands:
         conversation.mode = arg
         if conversation.session is not None:
             conversation.session.policy.mode = arg  # type: ignore[assignment]
-        await self._gateway.conversations.save(conversation)
+        await self._conversations.save(conversation)
         await self._say(target, f"Mode set to {arg}.")
 
     async def cmd_stop(self, update: Update, target: Target, arg: str) -> None:
-        conversation = await self._gateway.conversations.get(target)
-        stopped = self._gateway.conversations.stop(conversation)
+        conversation = await self._conversations.get(target)
+        stopped = self._conversations.stop(conversation)
         await self._say(target, "Stopping…" if stopped else "Nothing is running.")
 
     async def cmd_undo(self, update: Update, target: Target, arg: str) -> None:
         from core.host.checkpoints import Checkpoints
 
-        conversation = await self._gateway.conversations.get(target)
+        conversation = await self._conversations.get(target)
         if conversation.session is None:
             await self._say(target, "Nothing to undo yet.")
             return
-        if not await self._gateway.access.may_continue(_user_id(update), conversation.session.id, target.key):
+        if not await self._access.may_continue(_user_id(update), conversation.session.id, target.key):
             await self._say(target, not_yours(conversation.session.id[:8]))
             return
         checkpoints = Checkpoints()
@@ -137,12 +162,12 @@ class Commands:
         await self._say(target, report.summary())
 
     async def cmd_sessions(self, update: Update, target: Target, arg: str) -> None:
-        access = self._gateway.access
+        access = self._access
         user_id = _user_id(update)
         records = await access.visible(user_id, limit=10)
         hint = (
             ""
-            if self._gateway.config.gateway.owner is not None
+            if self._config.gateway.owner is not None
             else ("\n(Sessions from the editor are listed only to the owner: set [gateway] owner to your user id in config.toml.)")
         )
         if not records:
@@ -166,12 +191,12 @@ class Commands:
         if not re.fullmatch(r"[0-9a-f]{1,32}", prefix):
             await self._say(target, "A session id is hexadecimal, as /sessions shows it: /resume ID.")
             return
-        gateway, user_id = self._gateway, _user_id(update)
-        found = [r for r in await gateway.gateway_store.sessions_with_prefix(prefix) if gateway.project_of(r.cwd) is not None]
-        if gateway.access.is_owner(user_id):
+        user_id = _user_id(update)
+        found = [r for r in await self._gateway_store.sessions_with_prefix(prefix) if self._projects.project_of(r.cwd) is not None]
+        if self._access.is_owner(user_id):
             matches = found
         else:
-            matches = [r for r in await gateway.access.visible(user_id, limit=500) if r.id.startswith(prefix)]
+            matches = [r for r in await self._access.visible(user_id, limit=500) if r.id.startswith(prefix)]
         if not matches:
             # Someone else's session: refused before anything of it (title, history) is read.
             await self._say(target, not_yours(prefix[:32]) if found else "No such session in your projects.")
@@ -180,14 +205,14 @@ class Commands:
             await self._say(target, "That prefix matches several; give more of the id.")
             return
         record = matches[0]
-        conversation = await gateway.conversations.get(target)
-        project = gateway.project_of(record.cwd)
+        conversation = await self._conversations.get(target)
+        project = self._projects.project_of(record.cwd)
         if project is None:
             await self._say(target, "That session is not in one of your configured projects.")
             return
-        gateway.conversations.stop(conversation)
+        self._conversations.stop(conversation)
         conversation.project = project
-        session = await gateway.conversations.resume(conversation, record.id)
+        session = await self._conversations.resume(conversation, record.id)
         if session is None:
             await self._say(target, "That session no longer exists.")
             return
@@ -197,15 +222,15 @@ class Commands:
         """Jobs belong to whoever made them; the owner ([gateway] owner) sees and controls all."""
         verb, _, rest = arg.partition(" ")
         verb, rest = verb.lower() or "list", rest.strip()
-        jobs = self._gateway.jobs
+        jobs = self._jobs
         user_id = update.effective_user.id if update.effective_user else -1
-        owner = self._gateway.config.gateway.owner
+        owner = self._config.gateway.owner
         if verb == "list":
             found = [job for job in await jobs.list_jobs() if job.controlled_by(user_id, owner)]
             if not found:
                 await self._say(target, "No jobs of yours. Add one: /cron add daily at 09:00 | summarise yesterday's commits")
                 return
-            grace = int(self._gateway.config.cron.catch_up_grace)
+            grace = int(self._config.cron.catch_up_grace)
             lines = [f"Jobs (missed runs catch up once within {grace}s):"]
             for job in found:
                 state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
@@ -218,8 +243,8 @@ class Commands:
             if not sep or not prompt.strip():
                 await self._say(target, "Write it as: /cron add SCHEDULE | PROMPT")
                 return
-            conversation = await self._gateway.conversations.get(target)
-            tz = self._gateway.timezone
+            conversation = await self._conversations.get(target)
+            tz = self._timezone
             try:
                 schedule = parse_schedule(schedule_text, tz=tz)
             except ScheduleError as exc:
@@ -230,7 +255,7 @@ class Commands:
                 schedule=schedule,
                 timezone=tz,
                 prompt=prompt.strip(),
-                project=self._gateway.projects[conversation.project],
+                project=self._projects.paths[conversation.project],
                 chat_id=target.chat_id,
                 thread_id=target.thread_id,
                 owner_id=user_id,
@@ -243,7 +268,7 @@ class Commands:
         await self._say(target, COMMANDS["cron"])
 
     async def _job_action(self, verb: str, job_id: str, user_id: int, owner: int | None) -> str:
-        jobs = self._gateway.jobs
+        jobs = self._jobs
         job = await jobs.get_job(job_id)
         if job is None:
             return f"No job {job_id}. /cron list shows yours."
@@ -258,7 +283,7 @@ class Commands:
             return "Removed." if await jobs.remove_job(job_id) else f"No job {job_id}."
         if verb == "run":
             run = await jobs.request_run(job_id)
-            self._gateway.scheduler.wake()
+            self._scheduler.wake()
             return f"Queued a run of {job_id}." if run else f"No job {job_id}."
         done = await jobs.set_paused(job_id, verb == "pause")
         return ("Paused." if verb == "pause" else "Resumed.") if done else f"No job {job_id}."

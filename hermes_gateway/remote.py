@@ -21,7 +21,10 @@ from telegram.error import TelegramError
 from hermes_gateway.telegram_io import Target, send_text
 
 if TYPE_CHECKING:
-    from hermes_gateway.app import Gateway
+    from core.config import Config
+    from core.policy.approvals import ApprovalBroker
+    from core.store import SessionStore
+    from core.store.gateway import GatewayStore
 
 __all__ = ["RemoteApprovals"]
 
@@ -33,12 +36,16 @@ POLL_SECONDS = 2.0
 class RemoteApprovals:
     """Forward stale questions of other surfaces to the owner; apply the owner's answers."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(self, config: Config, brokers: list[ApprovalBroker], bot: Any, store: SessionStore, gateway_store: GatewayStore) -> None:
+        self._config = config
+        self._brokers = brokers
+        self._bot = bot
+        self._store = store
+        self._gateway_store = gateway_store
 
     @property
     def enabled(self) -> bool:
-        cfg = self._gateway.config.gateway
+        cfg = self._config.gateway
         return cfg.remote_approvals_after is not None and cfg.owner is not None
 
     async def loop(self) -> None:
@@ -53,22 +60,21 @@ class RemoteApprovals:
 
     async def pass_once(self) -> int:
         """Send each question old enough (and not yet sent); returns how many were sent."""
-        gateway = self._gateway
-        cfg = gateway.config.gateway
+        cfg = self._config.gateway
         if not self.enabled:
             return 0
         assert cfg.owner is not None and cfg.remote_approvals_after is not None
         now = time.time()
-        own = {r.id for r in gateway.agent.broker.pending} | {r.id for r in gateway.cron_agent.broker.pending}
+        own = {r.id for broker in self._brokers for r in broker.pending}
         sent = 0
-        for row in await gateway.store.pending_approvals():
+        for row in await self._store.pending_approvals():
             age = now - row.created_at
             # Older than the approval timeout: its process is gone, nobody waits for it.
-            if row.id in own or age < cfg.remote_approvals_after or age > gateway.config.approvals.timeout:
+            if row.id in own or age < cfg.remote_approvals_after or age > self._config.approvals.timeout:
                 continue
-            if not await gateway.gateway_store.mark_remote_sent(row.id, cfg.owner):
+            if not await self._gateway_store.mark_remote_sent(row.id, cfg.owner):
                 continue
-            session = await gateway.store.get_session(row.session_id)
+            session = await self._store.get_session(row.session_id)
             detail = row.detail or {}
             lines = [f"🔐 {session.surface if session else 'editor'} session asks: {row.title}"]
             if session is not None:
@@ -84,8 +90,8 @@ class RemoteApprovals:
             buttons.append(InlineKeyboardButton("Deny", callback_data=f"rp|{row.id}|d"))
             keyboard = InlineKeyboardMarkup([buttons])
             try:
-                message = await send_text(gateway.bot, Target(cfg.owner), "\n".join(lines), reply_markup=keyboard)
-                await gateway.gateway_store.set_remote_message(row.id, message.message_id)
+                message = await send_text(self._bot, Target(cfg.owner), "\n".join(lines), reply_markup=keyboard)
+                await self._gateway_store.set_remote_message(row.id, message.message_id)
                 sent += 1
             except TelegramError:
                 log.warning("could not send remote approval %s to the owner", row.id, exc_info=True)
@@ -93,8 +99,7 @@ class RemoteApprovals:
 
     async def press(self, query: Any, approval_id: str, choice: str) -> None:
         """The owner's answer; anyone else (or any other chat) is refused."""
-        gateway = self._gateway
-        owner = gateway.config.gateway.owner
+        owner = self._config.gateway.owner
         chat_id = query.message.chat.id if query.message else None
         if query.from_user is None or query.from_user.id != owner or chat_id != owner:
             await query.answer("Only the owner can answer this, in their own chat.", show_alert=True)
@@ -105,13 +110,13 @@ class RemoteApprovals:
         allowed = choice in ("o", "a")
         always = choice == "a"
         if always:
-            row = await gateway.store.get_approval(approval_id)
+            row = await self._store.get_approval(approval_id)
             if row is None or not row.offers_always:
                 await query.answer("This action asks every time; choose Allow or Deny.", show_alert=True)
                 return
-        won = await gateway.store.resolve_approval(approval_id, "allowed" if allowed else "denied", f"telegram:{owner}", always=always)
+        won = await self._store.resolve_approval(approval_id, "allowed" if allowed else "denied", f"telegram:{owner}", always=always)
         if not won:
-            row = await gateway.store.get_approval(approval_id)
+            row = await self._store.get_approval(approval_id)
             status = row.status if row else "gone"
             await query.answer(f"Already answered or expired ({status}).", show_alert=True)
             outcome = f"already {status}"

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from telegram.error import TelegramError
 
@@ -25,8 +25,10 @@ from core.policy.approvals import Decision
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
-    from core.store.jobs import RunRecord
-    from hermes_gateway.app import Gateway
+    from core.agent.loop import Agent
+    from core.config import Config
+    from core.store.gateway import GatewayStore
+    from core.store.jobs import JobStore, RunRecord
 
 __all__ = ["SILENT", "Scheduler"]
 
@@ -43,8 +45,12 @@ _PREAMBLE = (
 class Scheduler:
     """Claims and runs cron jobs, and delivers their results, until stopped."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+    def __init__(self, config: Config, agent: Agent, bot: Any, jobs: JobStore, gateway_store: GatewayStore) -> None:
+        self._config = config
+        self._agent = agent
+        self._bot = bot
+        self._jobs = jobs
+        self._gateway_store = gateway_store
         self.owner = f"gateway-{uuid.uuid4().hex[:8]}"
         self._runs: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -58,7 +64,7 @@ class Scheduler:
         self._wake.set()
 
     async def loop(self) -> None:
-        cfg = self._gateway.config.cron
+        cfg = self._config.cron
         while True:
             try:
                 await self.pass_once()
@@ -74,8 +80,8 @@ class Scheduler:
 
     async def pass_once(self) -> None:
         """Claim due runs and start them; then deliver what is waiting."""
-        cfg = self._gateway.config.cron
-        for run in await self._gateway.jobs.claim_due(self.owner, grace=cfg.catch_up_grace, lease=cfg.lease):
+        cfg = self._config.cron
+        for run in await self._jobs.claim_due(self.owner, grace=cfg.catch_up_grace, lease=cfg.lease):
             task = asyncio.create_task(self._execute(run), name=f"cron-{run.id}")
             self._runs.add(task)
             task.add_done_callback(self._runs.discard)
@@ -84,7 +90,7 @@ class Scheduler:
     async def _execute(self, run: RunRecord) -> None:
         from core.host.local import LocalHost
 
-        gateway, jobs, cfg = self._gateway, self._gateway.jobs, self._gateway.config.cron
+        jobs, cfg = self._jobs, self._config.cron
         job = await jobs.get_job(run.job_id)
         if job is None:
             await jobs.finish_run(run.id, self.owner, status="failed", error="the job was removed", deliver=False)
@@ -92,11 +98,11 @@ class Scheduler:
         renew = asyncio.create_task(self._keep_lease(run.id))
         session_id = None
         try:
-            agent = gateway.cron_agent
-            session = await agent.new_session(Path(job.project), LocalHost(gateway.secrets), mode=job.mode)  # type: ignore[arg-type]
+            agent = self._agent
+            session = await agent.new_session(Path(job.project), LocalHost(self._config.secrets), mode=job.mode)  # type: ignore[arg-type]
             session_id = session.id
             if job.owner_id is not None:  # the run is its maker's; a machine job's run is the owner's
-                await gateway.gateway_store.record_starter(session.id, job.owner_id, chat_key=None, origin="cron")
+                await self._gateway_store.record_starter(session.id, job.owner_id, chat_key=None, origin="cron")
             await jobs.set_run_session(run.id, session.id)
             text: list[str] = []
             error = None
@@ -133,23 +139,23 @@ class Scheduler:
         self.wake()  # deliver now rather than at the next tick
 
     async def _keep_lease(self, run_id: str) -> None:
-        lease = self._gateway.config.cron.lease
+        lease = self._config.cron.lease
         while True:
             await asyncio.sleep(lease / 3)
-            if not await self._gateway.jobs.renew_lease(run_id, self.owner, time.time() + lease):
+            if not await self._jobs.renew_lease(run_id, self.owner, time.time() + lease):
                 log.warning("lost the lease on cron run %s", run_id)
                 return
 
     async def deliver_due(self) -> None:
         """Send every result whose delivery is due; count failures for retry with backoff."""
-        gateway, jobs, cfg = self._gateway, self._gateway.jobs, self._gateway.config.cron
+        jobs, cfg = self._jobs, self._config.cron
         for run in await jobs.claim_deliveries():
             job = await jobs.get_job(run.job_id)
             if job is None or job.chat_id is None:
                 await jobs.delivery_done(run.id)  # nowhere to send: the result stays in `cron runs`
                 continue
             try:
-                await send_long(gateway.bot, Target(job.chat_id, job.thread_id), delivery_text(job.name, job.id, run))
+                await send_long(self._bot, Target(job.chat_id, job.thread_id), delivery_text(job.name, job.id, run))
             except (TelegramError, OSError) as exc:
                 status = await jobs.delivery_failed(run.id, str(exc), max_attempts=cfg.delivery_attempts, delay=cfg.delivery_retry_delay)
                 log.warning("delivery of cron run %s failed (%s); %s", run.id, exc, status)

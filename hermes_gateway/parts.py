@@ -1,0 +1,59 @@
+"""What the gateway's parts share: the configured projects and the bot as chats see it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hermes_gateway.telegram_io import Target
+
+if TYPE_CHECKING:
+    from core.store import SessionRecord, SessionStore
+
+__all__ = ["ChatBot", "Projects"]
+
+
+class Projects:
+    """The configured projects (name -> resolved path) and the sessions that belong to them."""
+
+    def __init__(self, paths: dict[str, str], store: SessionStore) -> None:
+        self.paths = paths
+        self._store = store
+
+    def project_of(self, cwd: str) -> str | None:
+        """The configured project a path belongs to, if any."""
+        path = Path(cwd).resolve()
+        for name, root in self.paths.items():
+            if path == Path(root) or Path(root) in path.parents:
+                return name
+        return None
+
+    async def sessions(self, limit: int = 10) -> list[SessionRecord]:
+        """Recent sessions of the configured projects, from every surface, newest first."""
+        found: dict[str, SessionRecord] = {}
+        for record in await self._store.list_sessions(limit=500):
+            if self.project_of(record.cwd) is not None and record.id not in found:
+                found[record.id] = record
+        return sorted(found.values(), key=lambda r: r.updated_at, reverse=True)[:limit]
+
+
+class ChatBot:
+    """The Telegram bot as chats see it: its API client, its username once known, who a message addresses."""
+
+    def __init__(self, bot: Any) -> None:
+        self.bot = bot
+        self.username = ""
+
+    def target_of(self, message: Any) -> Target:
+        thread = message.message_thread_id if getattr(message, "is_topic_message", False) else None
+        return Target(message.chat.id, thread)
+
+    def addressed(self, message: Any) -> bool:
+        """In a group, the bot answers only when mentioned or replied to."""
+        if message.chat.type == "private":
+            return True
+        text = message.text or message.caption or ""
+        if self.username and f"@{self.username}".lower() in text.lower():
+            return True
+        reply = message.reply_to_message
+        return bool(reply and reply.from_user and reply.from_user.id == self.bot.id)
