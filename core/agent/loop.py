@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from core.agent.prompt import system_prompt
-from core.agent.session import SessionContext, TurnStats
+from core.agent.session import SessionContext, TurnStats, title_from
+from core.agent.stops import ModelFinished, StepLimitReached, TurnStopped
 from core.events import (
     Event,
     Notice,
@@ -24,20 +26,31 @@ from core.events import (
 )
 from core.host.local import Host
 from core.host.sandbox import status as sandbox_status
-from core.learning.compression import Compression, compress, request_view, summarise
+from core.learning.compression import Compression, Summariser, compress, request_view, summarise
 from core.learning.context import LearningSettings
-from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, Usage, UserMessage
-from core.models.base import ErrorKind, Model, ModelError, ModelRequest, ResponseDone, Retrying, TextChunk, ThinkingChunk, ToolSpec
+from core.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, Usage, UserMessage, repair_history
+from core.models.base import (
+    ErrorKind,
+    Model,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ResponseDone,
+    Retrying,
+    TextChunk,
+    ThinkingChunk,
+    ToolSpec,
+)
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
 from core.tools.context import ToolContext, ToolSettings
-from core.tools.dispatch import run_tool, tool_locations, tool_title
+from core.tools.dispatch import PreparedCall, prepare, run_prepared
 from core.tools.registry import Tool
 
 __all__ = ["Agent", "Session"]
 
 log = logging.getLogger(__name__)
 
-_FINISH_TO_STOP = {"length": "max_tokens", "refusal": "refusal"}
+Emit = Callable[[Event], Awaitable[None]]
 _SUMMARY_SYSTEM = "You summarise past conversations for a coding agent. Be brief, factual and specific (paths, names, decisions)."
 
 
@@ -193,7 +206,7 @@ class Agent:
         cut = len(session.history)
         if cut <= state.tail_from or not any(isinstance(m, AssistantMessage) for m in session.history[state.tail_from :]):
             return ""
-        made = await summarise(self, session, cut)
+        made = await summarise(self._summariser(session), session, cut)
         if made is None:
             raise ModelError(ErrorKind.BAD_RESPONSE, "the model returned no summary")
         return made[0]
@@ -209,174 +222,119 @@ class Agent:
 
     async def _turn(self, session: Session, prompt: UserMessage, queue: asyncio.Queue[Event]) -> None:
         emit = queue.put
-        state = _TurnState()
+        turn = _Turn(emit)
         try:
             await self._append(session, prompt)
-            await self._before_turn(session, prompt, state, emit)
-            if session.title is None and prompt.text.strip():
-                session.title = _title_from(prompt.text)
-                await self.store.update_session(session.id, title=session.title)
-                await emit(TitleChanged(session.title))
-            stop = "max_turn_requests"
+            turn.nudge = await self._open_turn(session, prompt, emit)
             for _ in range(self.max_steps):
-                try:
-                    stop = await self._step(session, state, emit)
-                except ModelError as exc:
-                    # A turn does not fail with "context too long" when compression can help.
-                    if (
-                        exc.kind is not ErrorKind.CONTEXT_TOO_LONG
-                        or state.compressed
-                        or not await compress(self, session, emit, specs=self._specs, force=True)
-                    ):
-                        raise
-                    state.compressed = True
-                    continue
-                if stop is not None:
-                    break
-            else:
-                await emit(Notice(f"Stopped after {self.max_steps} model requests in one turn (max_steps).", "warning"))
-                stop = "max_turn_requests"
+                await self._step(session, turn)
+            raise StepLimitReached(self.max_steps)
+        except TurnStopped as stop:
+            if stop.message:
+                await emit(Notice(stop.message, stop.level))
             if session.context is not None:
-                session.context.last_turn = state.stats
-            await emit(TurnEnded(stop))
+                session.context.last_turn = turn.stats
+            await emit(TurnEnded(stop.reason))
         except asyncio.CancelledError:
-            await asyncio.shield(self._finish_cancelled(session, state, emit))
+            await asyncio.shield(self._finish_cancelled(session, turn))
             await emit(TurnEnded("cancelled"))
         except ModelError as exc:
             text = exc.user_message()
             log.warning("turn ended by model error: %s", text)
-            await asyncio.shield(self._finish_cancelled(session, state, emit, reason="The model request failed."))
+            await asyncio.shield(self._finish_cancelled(session, turn, reason="The model request failed."))
             await emit(Notice(text, "error"))
             await emit(TurnEnded("end_turn", error=text))
         except Exception as exc:
             log.exception("turn failed")
-            await asyncio.shield(self._finish_cancelled(session, state, emit, reason="The turn failed."))
+            await asyncio.shield(self._finish_cancelled(session, turn, reason="The turn failed."))
             text = f"Internal error: {type(exc).__name__}: {exc}. The conversation is saved; try again."
             await emit(Notice(text, "error"))
             await emit(TurnEnded("end_turn", error=text))
 
-    async def _step(self, session: Session, state: _TurnState, emit) -> str | None:
+    async def _step(self, session: Session, turn: _Turn) -> None:
+        """One model request, then the tool calls it made; raises ``ModelFinished`` when it made none."""
+        try:
+            done = await self._request(session, turn)
+        except ModelError as exc:
+            # A turn does not fail with "context too long" when compression can help: the next step retries.
+            if exc.kind is not ErrorKind.CONTEXT_TOO_LONG or turn.compressed:
+                raise
+            if not await compress(self._summariser(session), session, turn.emit, specs=self._specs, force=True):
+                raise
+            turn.compressed = True
+            return
+        await self._append(session, done.message)
+        u = done.usage
+        context = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+        await turn.emit(UsageUpdated(u, session.usage, context + u.output_tokens, session.context_window))
+        if not done.message.tool_calls:
+            raise ModelFinished(done.finish_reason)
+        await self._execute(session, done.message.tool_calls, turn)
+
+    async def _request(self, session: Session, turn: _Turn) -> ResponseDone:
+        """Compress when due, then stream one request built from the history, showing text as it comes."""
         tools = self.tools_for(session)
         specs = self._specs if tools is self.tools else [self._spec(t) for t in tools.values()]
-        await compress(self, session, emit, specs=specs)
+        await compress(self._summariser(session), session, turn.emit, specs=specs)
         request = ModelRequest(
             system=session.system,
             messages=repair_history(request_view(session.history, session.compression)),
             tools=specs,
             max_tokens=self.max_tokens,
             # The same text on every step of the turn; the adapter puts it after the cached prefix.
-            ephemeral=state.nudge,
+            ephemeral=turn.nudge,
             reasoning_effort=session.reasoning_effort,
         )
-        state.partial = []
-        done: ResponseDone | None = None
-        model = session.model or self.model
-        async for event in model.stream(request):
-            if isinstance(event, TextChunk):
-                state.partial.append(event.text)
-                await emit(TextDelta(event.text))
-            elif isinstance(event, ThinkingChunk):
-                await emit(ThoughtDelta(event.text))
-            elif isinstance(event, Retrying):
-                restarted = " (the partial reply above is being regenerated)" if state.partial else ""
-                state.partial = []
-                await emit(
-                    Notice(
-                        f"{event.error.user_message()} Retrying in {event.delay:.1f}s (attempt {event.attempt + 1}){restarted}.",
-                        "warning",
-                    )
-                )
-            elif isinstance(event, ResponseDone):
-                done = event
+        turn.partial = []
+        done = await self._charged(session, request, on_event=turn.show)
         if done is None:
             raise ModelError(ErrorKind.BAD_RESPONSE, "the model stream ended without a final response")
-        state.partial = []
-        message = done.message
-        await self._append(session, message)
-        session.usage.add(done.usage)
-        await self.store.add_usage(
-            session.id,
-            done.usage.input_tokens,
-            done.usage.output_tokens,
-            done.usage.cache_read_tokens,
-            done.usage.cache_write_tokens,
-            done.usage.cost_usd,
-        )
-        context = done.usage.input_tokens + done.usage.cache_read_tokens + done.usage.cache_write_tokens
-        await emit(UsageUpdated(done.usage, session.usage, context + done.usage.output_tokens, session.context_window))
-        calls = message.tool_calls
-        if not calls:
-            return _FINISH_TO_STOP.get(done.finish_reason, "end_turn")
-        await self._execute(session, calls, state, emit)
-        return None
+        turn.partial = []
+        return done
 
-    async def _execute(self, session: Session, calls, state: _TurnState, emit) -> None:
-        contexts = {}
+    async def _execute(self, session: Session, calls: list[ToolCallPart], turn: _Turn) -> None:
+        """Run the calls: consecutive read-only ones together, anything that changes state alone, in order."""
         tools = self.tools_for(session)
+        prepared: list[tuple[PreparedCall, ToolContext]] = []
         for call in calls:
-            ctx = self._context(session, emit, state.turn_id)
-            found = tools.get(call.name)
-            contexts[call.id] = ctx
-            state.open_calls[call.id] = call.name
-            await emit(
-                ToolStarted(
-                    call.id,
-                    call.name,
-                    tool_title(found, call.name, call.arguments),
-                    found.kind if found else "other",
-                    tool_locations(found, call.arguments, ctx),
-                    call.arguments,
-                )
-            )
+            ctx = self._context(session, turn.emit, turn.turn_id)
+            ready = prepare(tools, call, ctx)
+            prepared.append((ready, ctx))
+            turn.open_calls[call.id] = call.name
+            await turn.emit(ToolStarted(call.id, call.name, ready.title, ready.kind, ready.locations, call.arguments))
 
-        async def one(call) -> None:
-            run = await run_tool(tools, call, contexts[call.id])
-            state.stats.tool_calls += 1
-            state.stats.failures += run.failed
-            state.stats.recovered |= state.stats.failures > 0 and not run.failed
-            self._surface_nested_context(session, tools.get(call.name), call.arguments, contexts[call.id], run.result)
+        async def one(ready: PreparedCall, ctx: ToolContext) -> None:
+            run = await run_prepared(ready, ctx)
+            turn.stats.record(run.failed)
+            if not run.failed and session.context is not None:
+                run.result.content += session.context.nested_note(ready.paths)
             await self._append(session, run.result)
-            state.open_calls.pop(call.id, None)
-            await emit(ToolFinished(call.id, "failed" if run.failed else "completed", run.content, run.result.content))
+            turn.open_calls.pop(ready.call.id, None)
+            await turn.emit(ToolFinished(ready.call.id, "failed" if run.failed else "completed", run.content, run.result.content))
 
-        # Consecutive read-only calls run together; anything that changes state runs alone, in order.
-        batch = []
-        for call in calls:
-            found = tools.get(call.name)
-            if found is not None and found.read_only:
-                batch.append(call)
-                continue
-            if batch:
-                await asyncio.gather(*(one(c) for c in batch))
-                batch = []
-            await one(call)
-        if batch:
-            await asyncio.gather(*(one(c) for c in batch))
+        for group in _batches(prepared):
+            if group[0][0].read_only:
+                await asyncio.gather(*(one(*item) for item in group))
+            else:
+                await one(*group[0])
 
-    async def _before_turn(self, session: Session, prompt: UserMessage, state: _TurnState, emit) -> None:
-        """Apply changed context files (between turns only: the prefix is stable within one), report
-        screening findings, and choose this turn's ephemeral nudge."""
-        context = session.context
-        if context is None:
-            return
-        if await asyncio.to_thread(context.refresh):
-            session.system = context.prompt()
-        for finding in context.new_findings():
-            await emit(Notice(f"Screened {finding.describe()}; that passage was neutralised before reaching the model.", "warning"))
-        turn_number = sum(1 for m in session.history if isinstance(m, UserMessage))
-        state.nudge = context.nudge(turn_number, prompt.text)
-
-    def _surface_nested_context(self, session: Session, found: Tool | None, arguments: dict, ctx: ToolContext, result) -> None:
-        """The first touch of a file under a nested AGENTS.md appends that file to the result, once."""
-        nested = session.context.nested if session.context else None
-        if nested is None or found is None or result.is_error:
-            return
-        try:
-            paths = [ctx.resolve(p) for p in found.paths(found.args_model.model_validate(arguments))]
-        except Exception:
-            return
-        for item in nested.for_paths(paths):
-            result.content += f"\n\n[Instructions from {item.path}, which applies to files under its folder:]\n{item.text}"
+    async def _open_turn(self, session: Session, prompt: UserMessage, emit: Emit) -> str | None:
+        """Start a turn: the session context's changes (prompt, findings), a title for an untitled
+        session; returns the turn's nudge."""
+        nudge = None
+        if session.context is not None:
+            turn_number = sum(1 for m in session.history if isinstance(m, UserMessage))
+            opening = await asyncio.to_thread(session.context.begin_turn, turn_number, prompt.text)
+            if opening.prompt is not None:
+                session.system = opening.prompt
+            for finding in opening.findings:
+                await emit(Notice(f"Screened {finding.describe()}; that passage was neutralised before reaching the model.", "warning"))
+            nudge = opening.nudge
+        if session.title is None and (title := title_from(prompt.text)) is not None:
+            session.title = title
+            await self.store.update_session(session.id, title=title)
+            await emit(TitleChanged(title))
+        return nudge
 
     def _context(self, session: Session, emit, turn_id: str | None = None) -> ToolContext:
         async def remember(tool: str, pattern: str, decision: str) -> None:
@@ -397,44 +355,66 @@ class Agent:
             settings=self.tool_settings,
         )
 
+    async def _charged(
+        self,
+        session: Session,
+        request: ModelRequest,
+        *,
+        model: Model | None = None,
+        on_event: Callable[[ModelEvent], Awaitable[None]] | None = None,
+    ) -> ResponseDone | None:
+        """Stream one request (from ``model``, else the session's) and charge its usage to the session.
+        Every event but the last goes to ``on_event``; returns the final response (None: the stream
+        ended without one)."""
+        done: ResponseDone | None = None
+        async for event in (model or session.model or self.model).stream(request):
+            if isinstance(event, ResponseDone):
+                done = event
+            elif on_event is not None:
+                await on_event(event)
+        if done is not None:
+            u = done.usage
+            session.usage.add(u)
+            await self.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
+        return done
+
+    def _summariser(self, session: Session) -> Summariser:
+        """Compression's collaborators for this session: requests with its model, charged to it."""
+        model = session.model or self.model
+        return Summariser(self.store, self.learning, partial(self._charged, session), model.name, self.surface, self.max_tokens)
+
     async def _summarize(self, session: Session, text: str) -> str:
         """One short answer to ``text`` from the summary model (or the session's), counted in
         the session's usage."""
-        model = self.summary_model or session.model or self.model
         request = ModelRequest(system=_SUMMARY_SYSTEM, messages=[UserMessage.of(text)], max_tokens=min(self.max_tokens, 1024))
-        done: ResponseDone | None = None
-        async for event in model.stream(request):
-            if isinstance(event, ResponseDone):
-                done = event
-        if done is None:
-            return ""
-        session.usage.add(done.usage)
-        u = done.usage
-        await self.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
-        return done.message.text.strip()
+        done = await self._charged(session, request, model=self.summary_model)
+        return done.message.text.strip() if done is not None else ""
 
     async def _append(self, session: Session, message: Message) -> None:
         stored = await self.store.append_message(session.id, message)
         session.history.append(stored.message)  # as stored: scrubbed of configured secrets
 
-    async def _finish_cancelled(self, session: Session, state: _TurnState, emit, reason: str = "Cancelled by the user.") -> None:
+    async def _finish_cancelled(self, session: Session, turn: _Turn, reason: str = "Cancelled by the user.") -> None:
         """Keep what was said, and close every tool call so the history stays valid."""
         try:
-            if state.partial:
-                text = "".join(state.partial)
-                state.partial = []
+            if turn.partial:
+                text = "".join(turn.partial)
+                turn.partial = []
                 model = (session.model or self.model).name
                 await self._append(session, AssistantMessage(parts=[TextPart(text=text)], model=model, interrupted=True))
-            for call_id, name in list(state.open_calls.items()):
+            for call_id, name in list(turn.open_calls.items()):
                 await self._append(session, ToolResultMessage(tool_call_id=call_id, tool_name=name, content=reason, is_error=True))
-                await emit(ToolFinished(call_id, "failed", raw_output=reason))
-            state.open_calls.clear()
+                await turn.emit(ToolFinished(call_id, "failed", raw_output=reason))
+            turn.open_calls.clear()
         except Exception:
             log.exception("could not record the end of a cancelled turn")
 
 
 @dataclass(slots=True)
-class _TurnState:
+class _Turn:
+    """The state of one running turn."""
+
+    emit: Emit
     partial: list[str] = field(default_factory=list)
     open_calls: dict[str, str] = field(default_factory=dict)
     # One checkpoint per turn: every write of the turn is undone together.
@@ -445,41 +425,26 @@ class _TurnState:
     # Set once a "context too long" answer was met by compressing: a second one ends the turn.
     compressed: bool = False
 
-
-def repair_history(history: list[Message]) -> list[Message]:
-    """The history as a model can take it: every tool call answered, empty interruptions dropped.
-
-    A crash can leave a tool call without a result; models reject such a history, so a
-    synthetic result is supplied for the request only.
-    """
-    out: list[Message] = []
-    pending: dict[str, str] = {}
-
-    def close_pending() -> None:
-        for call_id, name in pending.items():
-            out.append(ToolResultMessage(tool_call_id=call_id, tool_name=name, content="Interrupted before a result.", is_error=True))
-        pending.clear()
-
-    for message in history:
-        if isinstance(message, SummaryMessage):
-            pending.clear()
-            out = [UserMessage.of(f"<summary of the conversation so far>\n{message.text}\n</summary>")]
-            continue
-        if isinstance(message, ToolResultMessage):
-            if message.tool_call_id in pending:
-                pending.pop(message.tool_call_id)
-                out.append(message)
-            continue  # a result whose call is not in the history is dropped
-        close_pending()
-        if isinstance(message, AssistantMessage):
-            if message.interrupted and not message.text:
-                continue
-            pending = {c.id: c.name for c in message.tool_calls}
-        out.append(message)
-    close_pending()
-    return out
+    async def show(self, event: ModelEvent) -> None:
+        """Show a streamed event; the text so far is kept for a cancelled turn, dropped on a retry."""
+        if isinstance(event, TextChunk):
+            self.partial.append(event.text)
+            await self.emit(TextDelta(event.text))
+        elif isinstance(event, ThinkingChunk):
+            await self.emit(ThoughtDelta(event.text))
+        elif isinstance(event, Retrying):
+            restarted = " (the partial reply above is being regenerated)" if self.partial else ""
+            self.partial = []
+            attempt = f"Retrying in {event.delay:.1f}s (attempt {event.attempt + 1}){restarted}."
+            await self.emit(Notice(f"{event.error.user_message()} {attempt}", "warning"))
 
 
-def _title_from(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= 60 else line[:59].rstrip() + "…"
+def _batches(prepared: list[tuple[PreparedCall, ToolContext]]) -> list[list[tuple[PreparedCall, ToolContext]]]:
+    """Consecutive read-only calls in one batch; every other call alone."""
+    batches: list[list[tuple[PreparedCall, ToolContext]]] = []
+    for item in prepared:
+        if item[0].read_only and batches and batches[-1][0][0].read_only:
+            batches[-1].append(item)
+        else:
+            batches.append([item])
+    return batches

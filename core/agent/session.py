@@ -21,7 +21,7 @@ from core.learning.memory import MEMORY_TOOL_NOTE, snapshot
 from core.learning.screening import Finding
 from core.learning.skills import bundled_skills_dir, discover, index_screened, personal_dir
 
-__all__ = ["SessionContext", "TurnStats", "looks_like_correction"]
+__all__ = ["SessionContext", "TurnOpening", "TurnStats", "looks_like_correction", "title_from"]
 
 MEMORY_NUDGE = (
     "[Ephemeral reminder, not from the user: if this conversation showed something durable — the user's "
@@ -47,6 +47,24 @@ def looks_like_correction(text: str) -> bool:
     return bool(_CORRECTION.search(text))
 
 
+def title_from(text: str) -> str | None:
+    """A session title from its first prompt: one line, at most 60 characters; None for a blank prompt."""
+    if not text.strip():
+        return None
+    line = " ".join(text.split())
+    return line if len(line) <= 60 else line[:59].rstrip() + "…"
+
+
+@dataclass(slots=True)
+class TurnOpening:
+    """What the start of a turn changes: a new system prompt (None: unchanged), screening findings
+    to report, and the turn's ephemeral nudge."""
+
+    prompt: str | None
+    findings: list[Finding]
+    nudge: str | None
+
+
 @dataclass(slots=True)
 class TurnStats:
     """How complex the last turn was (for the skill nudge)."""
@@ -58,6 +76,12 @@ class TurnStats:
     @property
     def complex(self) -> bool:
         return self.tool_calls >= 5 or self.recovered
+
+    def record(self, failed: bool) -> None:
+        """Count one finished tool call."""
+        self.tool_calls += 1
+        self.failures += failed
+        self.recovered |= self.failures > 0 and not failed
 
 
 @dataclass(slots=True)
@@ -134,6 +158,22 @@ class SessionContext:
         fresh = [f for f in self.findings if f.describe() not in self.reported]
         self.reported.update(f.describe() for f in fresh)
         return fresh
+
+    def begin_turn(self, turn_number: int, prompt_text: str) -> TurnOpening:
+        """Between turns (blocking: call it off the event loop): apply changed context files (the
+        prefix is stable within a turn), collect new findings and choose the turn's nudge."""
+        prompt = self.prompt() if self.refresh() else None
+        return TurnOpening(prompt, self.new_findings(), self.nudge(turn_number, prompt_text))
+
+    def nested_note(self, paths: list[Path]) -> str:
+        """The nested AGENTS.md files that apply to ``paths`` and were not shown yet, as text to
+        append to a tool result ("" when none)."""
+        if self.nested is None:
+            return ""
+        return "".join(
+            f"\n\n[Instructions from {item.path}, which applies to files under its folder:]\n{item.text}"
+            for item in self.nested.for_paths(paths)
+        )
 
     def nudge(self, turn_number: int, prompt_text: str) -> str | None:
         """The ephemeral reminder for this turn's request, if any."""

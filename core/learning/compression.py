@@ -12,15 +12,34 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Protocol
 
+from core.events import Event, Notice
 from core.learning.screening import redact_secrets
-from core.messages import AssistantMessage, Message, SummaryMessage, TextPart, ToolResultMessage, UserMessage, dump_message
+from core.learning_config import LearningSettings
+from core.messages import (
+    AssistantMessage,
+    Message,
+    SummaryMessage,
+    TextPart,
+    ToolResultMessage,
+    UserMessage,
+    dump_message,
+    repair_history,
+)
+from core.models.base import ModelRequest, ResponseDone
+from core.store import SessionStore
 
 __all__ = [
     "SUMMARY_PROMPT",
     "Compression",
+    "Conversation",
+    "Summariser",
     "choose_cut",
+    "compress",
     "estimate_tokens",
     "message_sizes",
     "prune_outputs",
@@ -184,14 +203,38 @@ def clean_summary(text: str) -> str:
     return redact_secrets(text.strip())
 
 
-async def compress(agent, session, emit, *, specs: list, force: bool = False) -> bool:
+@dataclass(frozen=True, slots=True)
+class Summariser:
+    """What compression works with: the store, the settings, and a request with the session's model
+    whose usage is charged to the session."""
+
+    store: SessionStore
+    settings: LearningSettings
+    request: Callable[[ModelRequest], Awaitable[ResponseDone | None]]
+    model: str  # the name of the model ``request`` streams from
+    surface: str
+    max_tokens: int
+
+
+class Conversation(Protocol):
+    """The parts of a session compression reads, and ``compression``, which it sets."""
+
+    id: str
+    cwd: Path
+    title: str | None
+    system: str
+    history: list[Message]
+    compression: Compression | None
+    context_window: int
+
+
+async def compress(
+    summariser: Summariser, session: Conversation, emit: Callable[[Event], Awaitable[None]], *, specs: list, force: bool = False
+) -> bool:
     """Shrink what the next request carries when it would pass the configured share of the
     context window (or always, with ``force``). Prunes tool outputs first; summarises only when
-    that is not enough. True when requests got smaller. ``agent`` is a :class:`core.agent.loop.Agent`."""
-    from core.agent.loop import repair_history  # the loop module imports this one
-    from core.events import Notice
-
-    settings = agent.learning
+    that is not enough. True when requests got smaller."""
+    settings = summariser.settings
     window = session.context_window
     threshold = settings.compress_at * window
 
@@ -208,45 +251,36 @@ async def compress(agent, session, emit, *, specs: list, force: bool = False) ->
     if state.prune_before < cut:
         session.compression = Compression(state.tail_from, cut, state.summary, state.summary_session)
         if not over():
-            await agent.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
+            await summariser.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
             await emit(Notice("Context compressed: old tool outputs were pruned from requests.", "info"))
             return True
-    made = await summarise(agent, session, cut)
+    made = await summarise(summariser, session, cut)
     if made is None:
         return False
     await emit(Notice(f"Context compressed: {cut} earlier messages summarised (summary kept in session {made[1][:8]}).", "info"))
     return True
 
 
-async def summarise(agent, session, cut: int) -> tuple[str, str] | None:
+async def summarise(summariser: Summariser, session: Conversation, cut: int) -> tuple[str, str] | None:
     """Summarise ``session.history[:cut]`` (after any earlier summary) into a linked child
     session and make requests start from it: (summary, child session id); None when the model
     gave no summary. The stored history is untouched."""
-    from core.agent.loop import repair_history  # the loop module imports this one
-    from core.models.base import ModelRequest, ResponseDone
-
     state = session.compression or Compression()
     view = repair_history(request_view(session.history[:cut], state))
-    model = session.model or agent.model
-    request = ModelRequest(system=session.system, messages=summary_request(view), max_tokens=min(agent.max_tokens, 4096))
-    done = None
-    async for event in model.stream(request):
-        if isinstance(event, ResponseDone):
-            done = event
+    request = ModelRequest(system=session.system, messages=summary_request(view), max_tokens=min(summariser.max_tokens, 4096))
+    done = await summariser.request(request)
     if done is None or not done.message.text.strip():
         return None
     summary = clean_summary(done.message.text)
-    child = await agent.store.create_session(
+    store = summariser.store
+    child = await store.create_session(
         cwd=str(session.cwd),
-        surface=agent.surface,
-        model=model.name,
+        surface=summariser.surface,
+        model=summariser.model,
         title=f"{session.title or 'session'} (summary)",
         parent_id=session.id,
     )
-    await agent.store.append_message(child.id, SummaryMessage(text=summary, model=model.name))
+    await store.append_message(child.id, SummaryMessage(text=summary, model=summariser.model))
     session.compression = Compression(cut, cut, summary, child.id)
-    await agent.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
-    session.usage.add(done.usage)
-    u = done.usage
-    await agent.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
+    await store.update_session(session.id, meta={"compression": session.compression.to_meta()})
     return summary, child.id

@@ -1,21 +1,22 @@
-"""The one path that dispatches every call: validate, run, turn every failure into a result the model reads."""
+"""The one path that dispatches every call: validate once, run, turn every failure into a result the model reads."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from core.events import DiffContent, Location, ToolContent
+from core.events import DiffContent, Location, ToolContent, ToolKind
 from core.messages import ToolCallPart, ToolResultMessage
 from core.redaction import scrub
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
 from core.tools.registry import Tool, ToolOutput
 
-__all__ = ["ToolRun", "run_tool", "tool_locations", "tool_title"]
+__all__ = ["PreparedCall", "ToolRun", "prepare", "run_prepared", "run_tool"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,62 @@ def _format_validation(tool_name: str, exc: ValidationError) -> str:
 
 
 @dataclass(slots=True)
+class PreparedCall:
+    """A call with its arguments validated once: the tool, the parsed arguments or why it cannot run,
+    its title and the absolute paths it touches."""
+
+    call: ToolCallPart
+    tool: Tool | None
+    args: BaseModel | None
+    error: str | None
+    title: str
+    paths: list[Path]
+
+    @property
+    def kind(self) -> ToolKind:
+        return self.tool.kind if self.tool is not None else "other"
+
+    @property
+    def read_only(self) -> bool:
+        return self.tool is not None and self.tool.read_only
+
+    @property
+    def locations(self) -> list[Location]:
+        """Where the call will touch, for the editor to follow."""
+        return [Location(str(p)) for p in self.paths]
+
+
+def prepare(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> PreparedCall:
+    """Find the tool and validate the arguments, once; the title and paths come from the parsed arguments."""
+    found = tools.get(call.name)
+    if found is None:
+        error = f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(tools))}."
+        return PreparedCall(call, None, None, error, call.name, [])
+    args: BaseModel | None = None
+    error: str | None = None
+    try:
+        args = found.args_model.model_validate(call.arguments)
+    except ValidationError as exc:
+        error = _format_validation(call.name, exc)
+    if call.invalid_arguments is not None:
+        error = (
+            f"The arguments for {call.name} were not a valid JSON object: {call.invalid_arguments[:200]!r}. "
+            "Call the tool again with valid JSON arguments."
+        )
+    title, paths = call.name, []
+    if args is not None:
+        try:
+            title = found.title(args)
+        except Exception:
+            pass
+        try:
+            paths = [ctx.resolve(p) for p in found.paths(args)]
+        except Exception:
+            paths = []
+    return PreparedCall(call, found, args, error, title, paths)
+
+
+@dataclass(slots=True)
 class ToolRun:
     """The outcome of one dispatched call."""
 
@@ -37,9 +94,9 @@ class ToolRun:
     failed: bool
 
 
-async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolRun:
-    """The one dispatch path: validate, run, turn every failure into a result the model reads."""
-    found = tools.get(call.name)
+async def run_prepared(prepared: PreparedCall, ctx: ToolContext) -> ToolRun:
+    """Run a prepared call; every failure becomes a result the model reads."""
+    call, found = prepared.call, prepared.tool
 
     def fail(message: str) -> ToolRun:
         return ToolRun(
@@ -48,21 +105,12 @@ async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext)
             True,
         )
 
-    if found is None:
-        return fail(f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(tools))}.")
-    if call.invalid_arguments is not None:
-        return fail(
-            f"The arguments for {call.name} were not a valid JSON object: {call.invalid_arguments[:200]!r}. "
-            "Call the tool again with valid JSON arguments."
-        )
-    try:
-        args = found.args_model.model_validate(call.arguments)
-    except ValidationError as exc:
-        return fail(_format_validation(call.name, exc))
+    if prepared.error is not None or found is None or prepared.args is None:
+        return fail(prepared.error or f"Unknown tool '{call.name}'.")
     ctx.tool_name, ctx.tool_kind = found.name, found.kind
     ctx.call_id = call.id
     try:
-        output = await found.func(ctx, args)
+        output = await found.func(ctx, prepared.args)
     except ToolError as exc:
         return fail(str(exc))
     except asyncio.CancelledError:
@@ -82,21 +130,6 @@ async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext)
     )
 
 
-def tool_locations(found: Tool | None, args: dict, ctx: ToolContext) -> list[Location]:
-    """Absolute locations a call will touch, for the editor to follow."""
-    if found is None:
-        return []
-    try:
-        parsed = found.args_model.model_validate(args)
-        return [Location(str(ctx.resolve(p))) for p in found.paths(parsed)]
-    except Exception:
-        return []
-
-
-def tool_title(found: Tool | None, name: str, args: dict) -> str:
-    if found is None:
-        return name
-    try:
-        return found.title(found.args_model.model_validate(args))
-    except Exception:
-        return name
+async def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolRun:
+    """Prepare and run one call."""
+    return await run_prepared(prepare(tools, call, ctx), ctx)

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from core.agent.loop import Agent, repair_history
+from core.agent.loop import Agent
 from core.config import load_config
 from core.events import ToolFinished, ToolStarted, TurnEnded, UsageUpdated
 from core.host.local import LocalHost
-from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage, repair_history
 from core.models import build_model
 from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
