@@ -9,17 +9,18 @@ is retried here with a jittered backoff, so callers never see "database is locke
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
 
-__all__ = ["BUSY_TIMEOUT_MS", "connect", "is_busy", "read", "write"]
+__all__ = ["BUSY_TIMEOUT_MS", "check_choice", "connect", "dump_json", "execute", "is_busy", "read", "write"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,23 @@ async def read(conn: aiosqlite.Connection, body: Callable[[aiosqlite.Connection]
     another process is switching the journal mode.
     """
     return await _retrying(lambda: body(conn))
+
+
+async def execute(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> int:
+    """Run one statement; the number of rows it changed."""
+    async with conn.execute(sql, params) as cursor:
+        return cursor.rowcount
+
+
+def check_choice(value: str, allowed: frozenset[str], what: str) -> None:
+    """ValueError unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(sorted(allowed))}, not {value!r}")
+
+
+def dump_json(value: dict[str, Any]) -> str:
+    """Compact JSON for a column."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 async def _retrying(op: Callable[[], Awaitable[T]]) -> T:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import aiosqlite
 
+from core.store import db
 from core.store.records import SessionRecord
-from core.store.sessions import SessionStore, _exec
+from core.store.sessions import SessionStore
 
 __all__ = ["ChatBinding", "GatewayStore", "PairingCode", "SessionStarter"]
 
@@ -85,13 +86,13 @@ class GatewayStore:
                 row = await cursor.fetchone()
             count = int(row[0]) if row else 0
             if count >= max_pending:
-                await _exec(
+                await db.execute(
                     conn,
                     "UPDATE pairing_codes SET status = 'expired' WHERE code IN (SELECT code FROM pairing_codes"
                     " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, rowid LIMIT ?)",
                     (now, count - max_pending + 1),
                 )
-            await _exec(
+            await db.execute(
                 conn,
                 "INSERT INTO pairing_codes (code, user_id, chat_id, name, status, created_at, expires_at)"
                 " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
@@ -113,12 +114,12 @@ class GatewayStore:
                 "SELECT * FROM pairing_codes WHERE code = ? AND status = 'pending' AND expires_at > ?", (code, now)
             ) as cursor:
                 row = await cursor.fetchone()
-            await _exec(conn, "INSERT INTO pairing_attempts (at, ok) VALUES (?, ?)", (now, int(row is not None)))
+            await db.execute(conn, "INSERT INTO pairing_attempts (at, ok) VALUES (?, ?)", (now, int(row is not None)))
             if row is None:
                 return None
             found = PairingCode(**dict(row))
-            await _exec(conn, "UPDATE pairing_codes SET status = 'approved' WHERE code = ?", (code,))
-            await _exec(
+            await db.execute(conn, "UPDATE pairing_codes SET status = 'approved' WHERE code = ?", (code,))
+            await db.execute(
                 conn,
                 "INSERT INTO gateway_users (user_id, name, chat_id, approved_at) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at",
@@ -130,7 +131,7 @@ class GatewayStore:
 
     async def reject_code(self, code: str) -> bool:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(conn, "UPDATE pairing_codes SET status = 'rejected' WHERE code = ? AND status = 'pending'", (code,))
+            return await db.execute(conn, "UPDATE pairing_codes SET status = 'rejected' WHERE code = ? AND status = 'pending'", (code,))
 
         return bool(await self._store._write(body))
 
@@ -144,7 +145,7 @@ class GatewayStore:
 
     async def revoke_user(self, user_id: int) -> bool:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(conn, "DELETE FROM gateway_users WHERE user_id = ?", (user_id,))
+            return await db.execute(conn, "DELETE FROM gateway_users WHERE user_id = ?", (user_id,))
 
         return bool(await self._store._write(body))
 
@@ -158,7 +159,7 @@ class GatewayStore:
 
     async def bind(self, binding: ChatBinding) -> None:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "INSERT INTO gateway_chats (chat_key, project, session_id, mode, updated_at) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (chat_key) DO UPDATE SET project = excluded.project, session_id = excluded.session_id,"
@@ -172,7 +173,7 @@ class GatewayStore:
         """Record whose turn runs in this chat now (tools acting in the turn act for them)."""
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(conn, "UPDATE gateway_chats SET turn_user = ? WHERE chat_key = ?", (user_id, chat_key))
+            return await db.execute(conn, "UPDATE gateway_chats SET turn_user = ? WHERE chat_key = ?", (user_id, chat_key))
 
         await self._store._write(body)
 
@@ -187,7 +188,7 @@ class GatewayStore:
 
     async def record_starter(self, session_id: str, user_id: int, *, chat_key: str | None, origin: str) -> None:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "INSERT OR IGNORE INTO gateway_sessions (session_id, user_id, chat_key, origin, created_at) VALUES (?, ?, ?, ?, ?)",
                 (session_id, user_id, chat_key, origin, time.time()),
@@ -244,7 +245,7 @@ class GatewayStore:
         """Record that a question went to the owner's chat; False when some gateway already sent it."""
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "INSERT OR IGNORE INTO gateway_remote_approvals (approval_id, chat_id, sent_at) VALUES (?, ?, ?)",
                 (approval_id, chat_id, time.time()),
@@ -254,6 +255,8 @@ class GatewayStore:
 
     async def set_remote_message(self, approval_id: str, message_id: int) -> None:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(conn, "UPDATE gateway_remote_approvals SET message_id = ? WHERE approval_id = ?", (message_id, approval_id))
+            return await db.execute(
+                conn, "UPDATE gateway_remote_approvals SET message_id = ? WHERE approval_id = ?", (message_id, approval_id)
+            )
 
         await self._store._write(body)

@@ -17,8 +17,9 @@ from typing import Any
 
 import aiosqlite
 
+from core.store import db
 from core.store.schedule import Schedule, due_slots, next_fire
-from core.store.sessions import SessionStore, _exec
+from core.store.sessions import SessionStore
 
 __all__ = ["JobRecord", "JobStore", "RunRecord"]
 
@@ -119,7 +120,7 @@ class JobStore:
         first = next_fire(schedule, now, anchor=now, tz=timezone)
 
         async def body(conn: aiosqlite.Connection) -> None:
-            await _exec(
+            await db.execute(
                 conn,
                 "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_id, thread_id,"
                 " paused, created_at, next_run_at, owner_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
@@ -151,14 +152,14 @@ class JobStore:
         upcoming = job.next_run_at if paused else next_fire(job.parsed, now, anchor=job.created_at, tz=job.timezone)
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(conn, "UPDATE cron_jobs SET paused = ?, next_run_at = ? WHERE id = ?", (int(paused), upcoming, job_id))
+            return await db.execute(conn, "UPDATE cron_jobs SET paused = ?, next_run_at = ? WHERE id = ?", (int(paused), upcoming, job_id))
 
         return bool(await self._store._write(body))
 
     async def remove_job(self, job_id: str) -> bool:
         async def body(conn: aiosqlite.Connection) -> int:
-            await _exec(conn, "DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
-            return await _exec(conn, "DELETE FROM cron_jobs WHERE id = ?", (job_id,))
+            await db.execute(conn, "DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
+            return await db.execute(conn, "DELETE FROM cron_jobs WHERE id = ?", (job_id,))
 
         return bool(await self._store._write(body))
 
@@ -168,7 +169,7 @@ class JobStore:
         run_id = uuid.uuid4().hex[:12]
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status) SELECT ?, id, ?, 'queued' FROM cron_jobs WHERE id = ?",
                 (run_id, now, job_id),
@@ -202,7 +203,7 @@ class JobStore:
                 if slots.run_at is not None:
                     run_id = uuid.uuid4().hex[:12]
                     late = int(now - slots.run_at > max(60.0, lease / 10))
-                    inserted = await _exec(
+                    inserted = await db.execute(
                         conn,
                         "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status, catch_up, lease_owner,"
                         " lease_until, attempts, started_at) VALUES (?, ?, ?, 'running', ?, ?, ?, 1, ?)",
@@ -212,7 +213,7 @@ class JobStore:
                         claimed.append(run_id)
                 else:
                     # Past the grace window: say so in the chat rather than skip silently.
-                    await _exec(
+                    await db.execute(
                         conn,
                         "INSERT OR IGNORE INTO cron_runs (id, job_id, scheduled_at, status, catch_up, finished_at,"
                         " error, delivery_status, delivery_next_at) VALUES (?, ?, ?, 'missed', ?, ?, ?, 'pending', ?)",
@@ -227,7 +228,7 @@ class JobStore:
                             now,
                         ),
                     )
-                await _exec(
+                await db.execute(
                     conn,
                     "UPDATE cron_jobs SET next_run_at = ?, last_run_at = COALESCE(?, last_run_at) WHERE id = ?",
                     (slots.next_at, slots.run_at, job.id),
@@ -240,14 +241,14 @@ class JobStore:
                 waiting = list(await cursor.fetchall())
             for row in waiting:
                 if row["status"] == "running" and row["attempts"] >= MAX_RUN_ATTEMPTS:
-                    await _exec(
+                    await db.execute(
                         conn,
                         "UPDATE cron_runs SET status = 'failed', finished_at = ?, error = ?, lease_owner = NULL,"
                         " delivery_status = 'pending', delivery_next_at = ? WHERE id = ?",
                         (now, "the gateway running it stopped, twice; giving up on this slot", now, row["id"]),
                     )
                     continue
-                await _exec(
+                await db.execute(
                     conn,
                     "UPDATE cron_runs SET status = 'running', lease_owner = ?, lease_until = ?, attempts = attempts + 1,"
                     " started_at = ? WHERE id = ?",
@@ -263,7 +264,7 @@ class JobStore:
         """Extend this gateway's lease; False when the run is no longer ours."""
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "UPDATE cron_runs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND status = 'running'",
                 (until, run_id, owner),
@@ -287,7 +288,7 @@ class JobStore:
         now = time.time() if now is None else now
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "UPDATE cron_runs SET status = ?, result = ?, error = ?, session_id = COALESCE(?, session_id),"
                 " finished_at = ?, lease_owner = NULL, lease_until = NULL, delivery_status = ?, delivery_next_at = ?"
@@ -299,7 +300,7 @@ class JobStore:
 
     async def set_run_session(self, run_id: str, session_id: str) -> None:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(conn, "UPDATE cron_runs SET session_id = ? WHERE id = ?", (session_id, run_id))
+            return await db.execute(conn, "UPDATE cron_runs SET session_id = ? WHERE id = ?", (session_id, run_id))
 
         await self._store._write(body)
 
@@ -316,7 +317,7 @@ class JobStore:
             ) as cursor:
                 ids = [r["id"] for r in await cursor.fetchall()]
             for run_id in ids:
-                await _exec(conn, "UPDATE cron_runs SET delivery_next_at = ? WHERE id = ?", (now + hold, run_id))
+                await db.execute(conn, "UPDATE cron_runs SET delivery_next_at = ? WHERE id = ?", (now + hold, run_id))
             return ids
 
         ids = await self._store._write(body)
@@ -324,7 +325,7 @@ class JobStore:
 
     async def delivery_done(self, run_id: str) -> None:
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "UPDATE cron_runs SET delivery_status = 'delivered', delivery_attempts = delivery_attempts + 1,"
                 " delivery_error = NULL, delivery_next_at = NULL WHERE id = ?",
@@ -347,7 +348,7 @@ class JobStore:
         wait = min(delay * 4 ** (attempts - 1), MAX_DELIVERY_BACKOFF)
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "UPDATE cron_runs SET delivery_status = ?, delivery_attempts = ?, delivery_error = ?, delivery_next_at = ? WHERE id = ?",
                 (status, attempts, error[:500], None if status == "failed" else now + wait, run_id),

@@ -8,7 +8,6 @@ and the retries in :mod:`core.store.db` make that safe.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 import uuid
@@ -24,14 +23,10 @@ from core.config import home
 from core.messages import AssistantMessage, Message, ToolResultMessage, dump_message, load_message, searchable_text
 from core.redaction import scrub
 from core.store import db
+from core.store.approvals import ApprovalQueries
 from core.store.migrations import migrate
 from core.store.records import (
-    APPROVAL_STATUSES,
-    RULE_DECISIONS,
     SURFACES,
-    ApprovalRecord,
-    ApprovalStatus,
-    RuleDecision,
     SearchHit,
     SessionRecord,
     StoredMessage,
@@ -70,7 +65,7 @@ class SessionNotFoundError(LookupError):
     """The session id names no stored session."""
 
 
-class SessionStore:
+class SessionStore(ApprovalQueries):
     """Persistent sessions, messages, approvals and rules on one SQLite file."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
@@ -113,7 +108,7 @@ class SessionStore:
         meta: dict[str, Any] | None = None,
     ) -> SessionRecord:
         """Create a session; the id is a fresh uuid4 hex unless ``session_id`` is given."""
-        _check(surface, SURFACES, "surface")
+        db.check_choice(surface, SURFACES, "surface")
         record = SessionRecord(
             id=session_id or uuid.uuid4().hex,
             title=title,
@@ -130,10 +125,10 @@ class SessionStore:
             cost_usd=None,
             meta=dict(meta or {}),
         )
-        meta_json = _json(record.meta)
+        meta_json = db.dump_json(record.meta)
 
         async def body(conn: aiosqlite.Connection) -> None:
-            await _exec(
+            await db.execute(
                 conn,
                 "INSERT INTO sessions (id, title, cwd, surface, model, parent_id, created_at, updated_at, meta)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -186,10 +181,10 @@ class SessionStore:
         write transaction, so two processes setting different keys do not undo each other; a
         key set to None is removed. Does not touch ``updated_at``, which tracks activity.
         """
-        meta_json = _json(meta) if meta is not None else None
+        meta_json = db.dump_json(meta) if meta is not None else None
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "UPDATE sessions SET title = COALESCE(?, title), model = COALESCE(?, model),"
                 " meta = CASE WHEN ? IS NULL THEN meta ELSE json_patch(meta, ?) END WHERE id = ?",
@@ -211,7 +206,7 @@ class SessionStore:
         """Add one request's token counts (and cost, when known) to the session's totals."""
 
         async def body(conn: aiosqlite.Connection) -> int:
-            return await _exec(
+            return await db.execute(
                 conn,
                 "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,"
                 " cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?,"
@@ -228,9 +223,9 @@ class SessionStore:
         """Delete a session with its messages and approvals; forks keep living, parentless."""
 
         async def body(conn: aiosqlite.Connection) -> int:
-            await _exec(conn, "DELETE FROM approvals WHERE session_id = ?", (session_id,))
+            await db.execute(conn, "DELETE FROM approvals WHERE session_id = ?", (session_id,))
             # Messages go by ON DELETE CASCADE, and their FTS rows by the delete trigger.
-            return await _exec(conn, "DELETE FROM sessions WHERE id = ?", (session_id,))
+            return await db.execute(conn, "DELETE FROM sessions WHERE id = ?", (session_id,))
 
         return bool(await self._write(body))
 
@@ -248,7 +243,7 @@ class SessionStore:
         created = now if created_at is None else created_at
 
         async def body(conn: aiosqlite.Connection) -> tuple[int, int]:
-            if not await _exec(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, session_id)):
+            if not await db.execute(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, session_id)):
                 raise SessionNotFoundError(session_id)
             # Safe as max+1 only because BEGIN IMMEDIATE already holds the write lock.
             async with conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?", (session_id,)) as cursor:
@@ -270,7 +265,7 @@ class SessionStore:
         now = time.time()
 
         async def body(conn: aiosqlite.Connection) -> int:
-            if not await _exec(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, target_id)):
+            if not await db.execute(conn, "UPDATE sessions SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, target_id)):
                 raise SessionNotFoundError(target_id)
             async with conn.execute("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (target_id,)) as cursor:
                 (offset,) = await cursor.fetchone() or (0,)
@@ -351,94 +346,6 @@ class SessionStore:
             )
             for row in rows
         ]
-
-    # -- approvals ------------------------------------------------------------------------
-
-    async def create_approval(
-        self, *, session_id: str, tool_call_id: str, tool_name: str, title: str, detail: dict[str, Any]
-    ) -> ApprovalRecord:
-        """Record a pending question about one tool call."""
-        record = ApprovalRecord(
-            id=uuid.uuid4().hex,
-            session_id=session_id,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            title=title,
-            detail=dict(detail),
-            status="pending",
-            decided_by=None,
-            created_at=time.time(),
-            decided_at=None,
-        )
-        detail_json = _json(record.detail)
-
-        async def body(conn: aiosqlite.Connection) -> None:
-            await _exec(
-                conn,
-                "INSERT INTO approvals (id, session_id, tool_call_id, tool_name, title, detail, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-                (record.id, session_id, tool_call_id, tool_name, title, detail_json, record.created_at),
-            )
-
-        await self._write(body)
-        return record
-
-    async def resolve_approval(self, approval_id: str, status: ApprovalStatus, decided_by: str | None, *, always: bool = False) -> bool:
-        """Answer a pending question; True if this call's answer won, False if it was already answered.
-
-        ``always``: the answer was "always allow" / "always reject" (the asking process makes it a rule)."""
-        if status == "pending":
-            raise ValueError("an approval cannot be resolved to 'pending'")
-        _check(status, APPROVAL_STATUSES, "approval status")
-
-        async def body(conn: aiosqlite.Connection) -> int:
-            # The status guard is the whole race: whichever UPDATE commits first changes the
-            # row, and every later one matches nothing.
-            return await _exec(
-                conn,
-                "UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, always = ? WHERE id = ? AND status = 'pending'",
-                (status, decided_by, time.time(), int(always), approval_id),
-            )
-
-        return bool(await self._write(body))
-
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        """The approval with this id, or None."""
-        row = await self._fetchone("SELECT * FROM approvals WHERE id = ?", (approval_id,))
-        return ApprovalRecord.from_row(row) if row else None
-
-    async def pending_approvals(self, session_id: str | None = None) -> list[ApprovalRecord]:
-        """Unanswered questions, oldest first, for one session or for all."""
-        if session_id is None:
-            rows = await self._fetchall("SELECT * FROM approvals WHERE status = 'pending' ORDER BY created_at, id", ())
-        else:
-            rows = await self._fetchall(
-                "SELECT * FROM approvals WHERE status = 'pending' AND session_id = ? ORDER BY created_at, id",
-                (session_id,),
-            )
-        return [ApprovalRecord.from_row(row) for row in rows]
-
-    async def add_approval_rule(self, project: str, tool: str, pattern: str, decision: RuleDecision) -> None:
-        """Remember an "always" answer for a project; a later rule for the same tool and pattern replaces it."""
-        _check(decision, RULE_DECISIONS, "rule decision")
-
-        async def body(conn: aiosqlite.Connection) -> None:
-            await _exec(
-                conn,
-                "INSERT INTO approval_rules (project, tool, pattern, decision, created_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (project, tool, pattern) DO UPDATE SET"
-                " decision = excluded.decision, created_at = excluded.created_at",
-                (project, tool, pattern, decision, time.time()),
-            )
-
-        await self._write(body)
-
-    async def approval_rules(self, project: str) -> list[tuple[str, str, RuleDecision]]:
-        """The project's remembered rules as ``(tool, pattern, decision)``."""
-        rows = await self._fetchall(
-            "SELECT tool, pattern, decision FROM approval_rules WHERE project = ? ORDER BY tool, pattern", (project,)
-        )
-        return [(row["tool"], row["pattern"], row["decision"]) for row in rows]
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -542,17 +449,3 @@ def _tool_name(message: Message) -> str | None:
     if isinstance(message, AssistantMessage):
         return " ".join(call.name for call in message.tool_calls) or None
     return None
-
-
-def _check(value: str, allowed: frozenset[str], what: str) -> None:
-    if value not in allowed:
-        raise ValueError(f"{what} must be one of {', '.join(sorted(allowed))}, not {value!r}")
-
-
-def _json(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-async def _exec(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> int:
-    async with conn.execute(sql, params) as cursor:
-        return cursor.rowcount
