@@ -8,16 +8,14 @@ from types import SimpleNamespace
 import pytest
 
 from core.agent.loop import Agent
-from core.config import load_config
 from core.host.local import LocalHost
 from core.learning import compression
 from core.learning.compression import estimate_tokens, message_sizes
 from core.messages import AssistantMessage, ImagePart, TextPart, ToolCallPart, ToolResultMessage, UserMessage, dump_message
-from core.models import build_model
 from core.models.base import ToolSpec
 from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
-from tests.fakes.openai_server import ScriptedOpenAIServer
+from tests.fakes.scripted_model import Reply, ScriptedModel, call
 from toolsets import toolset
 
 
@@ -86,22 +84,19 @@ async def store(hermes_home):
 async def test_each_step_of_a_turn_serialises_only_the_messages_it_adds(store, tmp_path):
     (tmp_path / "a.txt").write_text("a\n")
     (tmp_path / "b.txt").write_text("b\n")
-    script = [
-        {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
-        {"tool_calls": [{"id": "r2", "name": "read_file", "arguments": {"path": "b.txt"}}]},
-        {"text": "done"},
-    ]
-    with ScriptedOpenAIServer(script) as server:
-        config = load_config(
-            env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-123456", "HERMES_MODEL": "openai:scripted"}
-        )
-        agent = Agent(model=build_model(config), tools=toolset("editor"), store=store, broker=ApprovalBroker(store), surface="acp")
-        agent.context_window = 1_000_000  # large: compression measures every step and never triggers
-        session = await agent.new_session(tmp_path, LocalHost())
-        before = message_sizes.measured
-        [e async for e in agent.run_turn(session, UserMessage.of("read both"))]
-        await agent.model.aclose()
-    assert len(server.requests) == 3
+    model = ScriptedModel(
+        [
+            Reply(tool_calls=[call("r1", "read_file", path="a.txt")]),
+            Reply(tool_calls=[call("r2", "read_file", path="b.txt")]),
+            Reply("done"),
+        ]
+    )
+    agent = Agent(model=model, tools=toolset("editor"), store=store, broker=ApprovalBroker(store), surface="acp")
+    agent.context_window = 1_000_000  # large: compression measures every step and never triggers
+    session = await agent.new_session(tmp_path, LocalHost())
+    before = message_sizes.measured
+    [e async for e in agent.run_turn(session, UserMessage.of("read both"))]
+    assert len(model.requests) == 3
     # Steps measured [U], [U A T], [U A T A T]: five messages once each, not 1 + 3 + 5.
     assert message_sizes.measured - before == 5
     assert len(session.history) == 6
