@@ -1,27 +1,67 @@
-"""Tools grouped into named toolsets. Imports core only."""
+"""Tools grouped into named toolsets: each toolset is one ordered list, stated here once. Imports core only."""
 
 from __future__ import annotations
 
-from core.tools.registry import Tool
+import dataclasses
 
-__all__ = ["all_tools", "toolset"]
+from core.tools.registry import Tool
+from toolsets.cron import cron
+from toolsets.editor import (
+    apply_patch,
+    command_output,
+    delete_file,
+    edit_file,
+    glob,
+    grep,
+    list_dir,
+    move_file,
+    read_file,
+    run_command,
+    stop_command,
+    undo,
+    write_file,
+)
+from toolsets.history import session_search
+from toolsets.memory import memory
+from toolsets.plan import update_plan
+from toolsets.skills import skill_manage, skill_view
+
+__all__ = ["TOOLSETS", "all_tools", "toolset"]
+
+# The order is the order of the tool schemas in every request (part of the cached prompt prefix): keep it stable.
+_FILES = [read_file, edit_file, write_file, apply_patch, delete_file, move_file, grep, glob, list_dir]
+_COMMANDS = [run_command, command_output, stop_command]
+_LEARNING = [memory, skill_view, skill_manage, session_search]
+_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING]
+
+TOOLSETS: dict[str, list[Tool]] = {
+    # ACP sessions in the editor.
+    "editor": _EDITOR,
+    # hermes-mcp: the file tools; the client brings its own commands.
+    "mcp": _FILES,
+    # Telegram chats: the editor's tools and the cron tool.
+    "gateway": [*_EDITOR, cron],
+    # Scheduled runs: reading, commands and the plan; nobody is there to approve edits.
+    "cron": [read_file, grep, glob, list_dir, *_COMMANDS, update_plan],
+}
+
+
+def _listed(tools: dict[str, list[Tool]]) -> dict[str, list[Tool]]:
+    """Each toolset's tools, each knowing every toolset that lists it."""
+    member = {t.name: frozenset(name for name, listed in tools.items() if t in listed) for ts in tools.values() for t in ts}
+    return {name: [dataclasses.replace(t, toolsets=member[t.name]) for t in listed] for name, listed in tools.items()}
+
+
+_TOOLS = _listed(TOOLSETS)
 
 
 def all_tools() -> list[Tool]:
-    """Every tool of every toolset."""
-    from toolsets import editor, history, memory, plan, skills
-
-    # Appended after the editor tools: the order is part of the cached prompt prefix.
-    learning = [memory.memory, skills.skill_view, skills.skill_manage, history.session_search]
-    from toolsets import cron
-
-    # The gateway's cron tool comes last, after the learning tools (prompt-prefix order).
-    return [getattr(editor, name) for name in editor.__all__] + [plan.update_plan] + learning + [cron.cron]
+    """Every tool of every toolset, each once, in toolset order."""
+    return list({t.name: t for listed in _TOOLS.values() for t in listed}.values())
 
 
 def toolset(name: str) -> list[Tool]:
     """The tools of one toolset, in a stable order (the prompt prefix depends on it)."""
-    tools = [t for t in all_tools() if name in t.toolsets]
-    if not tools:
+    if name not in _TOOLS:
         raise KeyError(f"no toolset named {name!r}")
-    return tools
+    return list(_TOOLS[name])

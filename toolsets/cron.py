@@ -63,7 +63,7 @@ async def _chat_of(store, session_id: str) -> _Chat:
     return _Chat(users.pop(), int(chat), (int(thread) or None) if thread else None)
 
 
-@tool(kind="other", read_only=False, toolsets={"gateway"}, title=_title)
+@tool(kind="other", read_only=False, title=_title)
 async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
     """List, add, pause, resume, remove or run scheduled jobs, or show a job's recent runs; results go to this chat."""
     from core.store.jobs import JobStore

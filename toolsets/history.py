@@ -33,7 +33,7 @@ _SUMMARY_CHARS = 12_000  # of each session's text sent to the summary model
 SUMMARY_OFF = "(Summaries are off: set [learning] search_summary = true in config.toml to allow them.)"
 
 
-@tool(kind="search", read_only=True, toolsets={"editor", "gateway"}, title=lambda a: f"Search history: {a.query or a.session_id}")
+@tool(kind="search", read_only=True, title=lambda a: f"Search history: {a.query or a.session_id}")
 async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
     """Search past conversations (this project by default); session_id+seq reads around a hit."""
     store = ctx.session_store()

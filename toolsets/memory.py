@@ -27,7 +27,7 @@ def _title(args: MemoryArgs) -> str:
     return f"Memory: {args.action} ({args.file})"
 
 
-@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=_title)
+@tool(kind="edit", read_only=False, title=_title)
 async def memory(ctx: ToolContext, args: MemoryArgs) -> str:
     """Keep durable facts across sessions: short entries, no secrets. When full, merge or remove entries."""
     await ctx.require_write(_title(args))

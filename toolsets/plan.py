@@ -23,7 +23,7 @@ class UpdatePlanArgs(BaseModel):
     entries: list[PlanItem] = Field(description="the whole plan, in order (replaces the previous one)")
 
 
-@tool(kind="think", read_only=True, toolsets={"editor", "gateway", "cron"}, title=lambda a: "Update plan")
+@tool(kind="think", read_only=True, title=lambda a: "Update plan")
 async def update_plan(ctx: ToolContext, args: UpdatePlanArgs) -> ToolOutput:
     """Keep a todo list for multi-step work; mark items in_progress and completed as you go."""
     entries = [PlanEntry(e.content, e.status, e.priority) for e in args.entries]

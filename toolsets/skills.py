@@ -21,7 +21,7 @@ class SkillViewArgs(BaseModel):
     file: str = Field("", description="a file of the skill, e.g. references/x.md")
 
 
-@tool(kind="read", read_only=True, toolsets={"editor", "gateway"}, title=lambda a: f"Skill {a.name}")
+@tool(kind="read", read_only=True, title=lambda a: f"Skill {a.name}")
 async def skill_view(ctx: ToolContext, args: SkillViewArgs) -> str:
     """Load a skill listed in the system prompt (or one of its files)."""
     found = await asyncio.to_thread(skills.find, args.name, [ctx.cwd])
@@ -47,7 +47,7 @@ def _manage_title(args: SkillManageArgs) -> str:
     return f"Skill {args.action}: {args.name}"
 
 
-@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=_manage_title)
+@tool(kind="edit", read_only=False, title=_manage_title)
 async def skill_manage(ctx: ToolContext, args: SkillManageArgs) -> str:
     """Create, patch or delete your own skills (reusable procedures); bundled ones are read-only."""
     await ctx.require_write(_manage_title(args))

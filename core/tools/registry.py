@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +39,12 @@ class Tool:
     func: ToolFunc
     kind: ToolKind
     read_only: bool
-    toolsets: frozenset[str]
     # A short human title from the arguments, e.g. "Read src/app.py".
     title: Callable[[Any], str]
     # Paths the call touches, relative ones resolved against the session cwd.
     paths: Callable[[Any], list[str]]
+    # The toolsets that list this tool (``toolsets.TOOLSETS`` says it, once).
+    toolsets: frozenset[str] = frozenset()
 
     def spec(self) -> ToolSpec:
         schema = self.args_model.model_json_schema()
@@ -67,7 +68,6 @@ def tool(
     *,
     kind: ToolKind,
     read_only: bool,
-    toolsets: Iterable[str],
     title: Callable[[Any], str] | None = None,
     paths: Callable[[Any], list[str]] | None = None,
 ) -> Callable[[ToolFunc], Tool]:
@@ -84,7 +84,6 @@ def tool(
             func=func,
             kind=kind,
             read_only=read_only,
-            toolsets=frozenset(toolsets),
             title=title or (lambda _args, _n=func.__name__: _n),
             paths=paths or (lambda _args: []),
         )

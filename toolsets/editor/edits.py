@@ -55,7 +55,7 @@ class Applied:
     changed: bool
 
 
-@tool(kind="edit", read_only=False, toolsets={"editor", "mcp", "gateway"}, title=lambda a: f"Edit {a.path}", paths=lambda a: [a.path])
+@tool(kind="edit", read_only=False, title=lambda a: f"Edit {a.path}", paths=lambda a: [a.path])
 async def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolOutput:
     """Replace text in a file: old_string -> new_string, or several edits at once (all or none)."""
     path = ctx.resolve(args.path)

@@ -15,7 +15,6 @@ __all__ = ["delete_file", "move_file", "read_file", "write_file"]
 MAX_LINES = 2000
 MAX_BYTES = 60_000
 MAX_LINE_CHARS = 2000
-EDIT_TOOLSETS = {"editor", "mcp", "gateway"}
 
 
 class ReadFileArgs(BaseModel):
@@ -27,7 +26,6 @@ class ReadFileArgs(BaseModel):
 @tool(
     kind="read",
     read_only=True,
-    toolsets={"editor", "mcp", "gateway", "cron"},
     title=lambda a: f"Read {a.path}" + (f" from line {a.offset}" if a.offset > 1 else ""),
     paths=lambda a: [a.path],
 )
@@ -66,7 +64,7 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="the whole new content")
 
 
-@tool(kind="edit", read_only=False, toolsets=EDIT_TOOLSETS, title=lambda a: f"Write {a.path}", paths=lambda a: [a.path])
+@tool(kind="edit", read_only=False, title=lambda a: f"Write {a.path}", paths=lambda a: [a.path])
 async def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
     """Create a file or replace its whole content (prefer edit_file for changes)."""
     path = ctx.resolve(args.path)
@@ -87,7 +85,7 @@ class DeleteFileArgs(BaseModel):
     path: str
 
 
-@tool(kind="delete", read_only=False, toolsets=EDIT_TOOLSETS, title=lambda a: f"Delete {a.path}", paths=lambda a: [a.path])
+@tool(kind="delete", read_only=False, title=lambda a: f"Delete {a.path}", paths=lambda a: [a.path])
 async def delete_file(ctx: ToolContext, args: DeleteFileArgs) -> ToolOutput:
     """Delete a file (undo brings it back)."""
     path = ctx.resolve(args.path)
@@ -108,7 +106,6 @@ class MoveFileArgs(BaseModel):
 @tool(
     kind="move",
     read_only=False,
-    toolsets=EDIT_TOOLSETS,
     title=lambda a: f"Move {a.source} → {a.destination}",
     paths=lambda a: [a.source, a.destination],
 )

@@ -30,7 +30,7 @@ def _text(data: bytes | None) -> str | None:
         return f"<binary file: {len(data)} bytes>"
 
 
-@tool(kind="edit", read_only=False, toolsets={"editor", "gateway"}, title=lambda a: "Undo the last turn's file changes")
+@tool(kind="edit", read_only=False, title=lambda a: "Undo the last turn's file changes")
 async def undo(ctx: ToolContext, args: UndoArgs) -> ToolOutput:
     """Undo the newest turn's file changes: files restored, created ones removed, deleted ones back."""
     store = ctx.checkpoints or Checkpoints()

@@ -46,7 +46,6 @@ def patch_paths(text: str) -> list[str]:
 @tool(
     kind="edit",
     read_only=False,
-    toolsets={"editor", "mcp", "gateway"},
     title=lambda a: "Apply patch to " + ", ".join(patch_paths(a.patch)[:3]),
     paths=patch_paths,
 )

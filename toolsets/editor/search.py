@@ -29,7 +29,6 @@ __all__ = ["glob", "grep", "grep_python", "grep_ripgrep", "list_dir", "ripgrep_p
 
 MAX_FILE_BYTES = 20_000_000
 MAX_LINE_CHARS = 300
-READ_TOOLSETS = {"editor", "mcp", "gateway", "cron"}
 
 
 def ripgrep_path() -> str | None:
@@ -103,7 +102,6 @@ def _top(ctx: ToolContext, root: Path) -> Path:
 @tool(
     kind="search",
     read_only=True,
-    toolsets=READ_TOOLSETS,
     title=lambda a: f"Search {a.pattern!r}" + (f" in {a.path}" if a.path != "." else "") + (f" ({a.glob})" if a.glob else ""),
     paths=lambda a: [a.path],
 )
@@ -264,7 +262,6 @@ class GlobArgs(BaseModel):
 @tool(
     kind="search",
     read_only=True,
-    toolsets=READ_TOOLSETS,
     title=lambda a: f"Find {a.pattern}" + (f" in {a.path}" if a.path != "." else ""),
     paths=lambda a: [a.path],
 )
@@ -311,7 +308,7 @@ class ListDirArgs(BaseModel):
     limit: int = Field(default=300, ge=1, le=2000)
 
 
-@tool(kind="search", read_only=True, toolsets=READ_TOOLSETS, title=lambda a: f"List {a.path}", paths=lambda a: [a.path])
+@tool(kind="search", read_only=True, title=lambda a: f"List {a.path}", paths=lambda a: [a.path])
 async def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolOutput:
     """List a directory (to depth levels): kinds, sizes, entry counts; ignored entries skipped."""
     root = ctx.resolve(args.path)

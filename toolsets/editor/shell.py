@@ -36,7 +36,7 @@ def _title(args: RunCommandArgs) -> str:
     return text + (" (background)" if args.background else "")
 
 
-@tool(kind="execute", read_only=False, toolsets={"editor", "gateway", "cron"}, title=_title, paths=lambda a: [a.cwd])
+@tool(kind="execute", read_only=False, title=_title, paths=lambda a: [a.cwd])
 async def run_command(ctx: ToolContext, args: RunCommandArgs) -> ToolOutput:
     """Run a shell command in the project; returns exit code and output (stdout+stderr).
 
@@ -92,7 +92,7 @@ def _job(ctx: ToolContext, job_id: str):
     return job
 
 
-@tool(kind="execute", read_only=True, toolsets={"editor", "gateway", "cron"}, title=lambda a: f"Output of job {a.job}")
+@tool(kind="execute", read_only=True, title=lambda a: f"Output of job {a.job}")
 async def command_output(ctx: ToolContext, args: CommandOutputArgs) -> ToolOutput:
     """New output of a background command since the last read, and whether it still runs."""
     job = _job(ctx, args.job)
@@ -107,7 +107,7 @@ async def command_output(ctx: ToolContext, args: CommandOutputArgs) -> ToolOutpu
     return ToolOutput(f"ended, {_status(result)}\n{text.rstrip() or '(no new output)'}{note}")
 
 
-@tool(kind="execute", read_only=False, toolsets={"editor", "gateway", "cron"}, title=lambda a: f"Stop job {a.job}")
+@tool(kind="execute", read_only=False, title=lambda a: f"Stop job {a.job}")
 async def stop_command(ctx: ToolContext, args: JobArgs) -> ToolOutput:
     """Stop a background command (and everything it started)."""
     job = _job(ctx, args.job)
