@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hermes_mcp.views import ApprovalAnswer, ApprovalsList, ApprovalView, clip, iso, unified_diff
+from hermes_mcp.views import ApprovalAnswer, ApprovalsList, ApprovalView, diff_preview, iso, request_view
 
 if TYPE_CHECKING:
-    from core.policy.approvals import ApprovalRequest
-    from hermes_mcp.runtime import Runtime
+    from core.events import ApprovalRequest
+    from hermes_mcp.backend import Backend
+    from hermes_mcp.tasks import TaskManager
 
 __all__ = [
     "AllowOnce",
@@ -30,12 +31,10 @@ __all__ = [
     "elicitation_message",
     "elicitation_schema",
     "list_approvals",
-    "request_view",
     "respond",
 ]
 
 Decision = Literal["allow", "allow_always", "deny", "deny_always"]
-DIFF_PREVIEW = 6_000
 _CORE_DECISIONS = {
     "allow": "allow_once",
     "allow_always": "allow_always",
@@ -66,34 +65,6 @@ def elicitation_schema(request: ApprovalRequest) -> type[BaseModel]:
     return AllowOrAlways if request.offer_always else AllowOnce
 
 
-def _diff_preview(request: Any, session: Any) -> str | None:
-    diffs = getattr(request, "diffs", None) or []
-    if not diffs:
-        return None
-    cwd = getattr(session, "cwd", None)
-    text = "".join(unified_diff(d.path, d.old_text, d.new_text, cwd) for d in diffs)
-    return clip(text, DIFF_PREVIEW, "the full change is applied as shown in the editor")[0]
-
-
-def request_view(request: ApprovalRequest, session: Any, *, task_id: str | None = None) -> ApprovalView:
-    """An in-process question as a result."""
-    return ApprovalView(
-        approval_id=request.id,
-        title=request.title,
-        reason=request.reason or "",
-        tool=request.tool_name,
-        command=request.command,
-        paths=list(request.paths),
-        diff=_diff_preview(request, session),
-        session_id=request.session_id,
-        session_title=getattr(session, "title", None),
-        cwd=str(session.cwd) if session is not None else None,
-        surface="mcp",
-        task_id=task_id,
-        can_always=request.offer_always,
-    )
-
-
 def elicitation_message(request: ApprovalRequest, session: Any) -> str:
     """What the user reads in the client's form: the action, why it asks, and the change."""
     lines = [f"Hermes wants to: {request.title}"]
@@ -103,33 +74,33 @@ def elicitation_message(request: ApprovalRequest, session: Any) -> str:
         lines.append(f"Asking because {request.reason}.")
     if request.command:
         lines.append(f"Command: {request.command}")
-    preview = _diff_preview(request, session)
+    preview = diff_preview(request, session)
     if preview:
         lines.append("")
         lines.append(preview)
     return "\n".join(lines)
 
 
-def _local_requests(runtime: Runtime) -> dict[str, ApprovalRequest]:
-    agent = runtime.agent_if_built
+def _local_requests(backend: Backend) -> dict[str, ApprovalRequest]:
+    agent = backend.agent_if_built
     if agent is None:
         return {}
     return {r.id: r for r in agent.broker.pending if r.future is not None and not r.future.done()}
 
 
-async def list_approvals(runtime: Runtime, session_id: str | None = None) -> list[ApprovalView]:
+async def list_approvals(backend: Backend, tasks: TaskManager, session_id: str | None = None) -> list[ApprovalView]:
     """Every open question: this server's tasks' and those of editor and gateway sessions."""
-    store = await runtime.store()
-    local = _local_requests(runtime)
+    store = await backend.store()
+    local = _local_requests(backend)
     # A row older than the approval timeout belongs to a process that is gone (it would
     # have expired the row itself): nobody waits for that answer any more.
-    cutoff = time.time() - runtime.approval_timeout
+    cutoff = time.time() - backend.approval_timeout
     sessions: dict[str, Any] = {}
     out: list[ApprovalView] = []
     for row in await store.pending_approvals(session_id):
         if row.id in local:
             request = local[row.id]
-            task = runtime.tasks.for_request(row.id)
+            task = tasks.for_request(row.id)
             view = request_view(request, task.session if task else None, task_id=task.id if task else None)
             view.created_at = iso(row.created_at)
             out.append(view)
@@ -171,7 +142,7 @@ def approvals_list_view(views: list[ApprovalView], client_answers: bool) -> Appr
     return ApprovalsList(approvals=views, how_to_answer=how)
 
 
-async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> ApprovalAnswer:
+async def respond(backend: Backend, tasks: TaskManager, approval_id: str, decision: Decision) -> ApprovalAnswer:
     """Answer one question this process's tasks asked; the first answer from anywhere wins."""
     from core.policy.approvals import Decision as CoreDecision
 
@@ -179,8 +150,8 @@ async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> App
         raise ApprovalChoice(f"decision must be one of {', '.join(_CORE_DECISIONS)}")
     # Ownership is what this process asked, never what the store holds: a question of an
     # editor (hermes-acp) or of the gateway is theirs to answer, whatever its id.
-    if runtime.tasks.for_request(approval_id) is None:
-        store = await runtime.store()
+    if tasks.for_request(approval_id) is None:
+        store = await backend.store()
         if await store.get_approval(approval_id) is None:
             raise ApprovalChoice(f"No approval {approval_id!r}; a task's approvals list the ones it waits on.")
         raise ApprovalChoice(
@@ -188,21 +159,21 @@ async def respond(runtime: Runtime, approval_id: str, decision: Decision) -> App
             "so it cannot be answered here. The user answers it where it was asked, on their phone, "
             f"or in a terminal with `hermes-editor approvals allow {approval_id}` (or `deny {approval_id}`)."
         )
-    request = _local_requests(runtime).get(approval_id)
+    request = _local_requests(backend).get(approval_id)
     if request is None:
-        return await _already(runtime, approval_id)
+        return await _already(backend, approval_id)
     if decision.endswith("_always") and not request.offer_always:
         raise ApprovalChoice("this action asks every time; answer 'allow' or 'deny'")
-    agent = runtime.agent_if_built
+    agent = backend.agent_if_built
     assert agent is not None
     won = await agent.broker.answer(approval_id, CoreDecision(_CORE_DECISIONS[decision]), by="mcp-client")
     if won:
         return ApprovalAnswer(approval_id=approval_id, outcome="answered", decision=decision)
-    return await _already(runtime, approval_id)
+    return await _already(backend, approval_id)
 
 
-async def _already(runtime: Runtime, approval_id: str) -> ApprovalAnswer:
-    store = await runtime.store()
+async def _already(backend: Backend, approval_id: str) -> ApprovalAnswer:
+    store = await backend.store()
     row = await store.get_approval(approval_id)
     status = row.status if row else "unknown"
     by = f" by {row.decided_by}" if row and row.decided_by else ""

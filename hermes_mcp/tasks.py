@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.events import (
+    ApprovalRequest,
     DiffContent,
     Notice,
     PermissionNeeded,
@@ -28,12 +29,13 @@ from core.events import (
     ToolUpdated,
     TurnEnded,
 )
-from hermes_mcp.views import RESULT_BUDGET, ChangedFile, Step, TaskView, clip, clip_tail, json_size, unified_diff
+from hermes_mcp.views import RESULT_BUDGET, ChangedFile, Step, TaskView, clip, clip_tail, json_size, request_view, unified_diff
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from core.agent.loop import Session
-    from core.policy.approvals import ApprovalRequest
-    from hermes_mcp.runtime import Runtime
+    from hermes_mcp.backend import Backend
 
 __all__ = ["MODES", "Task", "TaskError", "TaskManager"]
 
@@ -160,8 +162,6 @@ class Task:
 
     def view(self, *, next_hint: str = "") -> TaskView:
         """The task as a result, within the result budget."""
-        from hermes_mcp.approvals import request_view
-
         cwd = self.session.cwd
         reply, cut = clip_tail("".join(self.reply), REPLY_CHARS, f"read the whole reply with session_read(session_id='{self.session.id}')")
         steps = list(self.steps.values())[-STEPS_SHOWN:]
@@ -232,8 +232,11 @@ class Task:
 class TaskManager:
     """Starts, tracks and cancels this process's tasks."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
+    def __init__(self, backend: Backend, *, allow_auto: bool, trust_client_approvals: bool, on_project: Callable[[Path], None]) -> None:
+        self._backend = backend
+        self._allow_auto = allow_auto
+        self._trust_client_approvals = trust_client_approvals
+        self._on_project = on_project
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._sessions: dict[str, Session] = {}
 
@@ -259,23 +262,23 @@ class TaskManager:
     async def start(self, prompt: str, *, cwd: str | None, session_id: str | None, mode: str, allowed: list[Path]) -> Task:
         """Start a turn now and return at once in a folder within ``allowed`` (see hermes_mcp.projects).
 
-        Raises TaskError, ProjectRefused or runtime.NotReady."""
+        Raises TaskError, ProjectRefused or backend.NotReady."""
         from core.host.local import LocalHost
         from core.messages import UserMessage
         from hermes_mcp.projects import confine
 
         if mode not in MODES:
             raise TaskError(f"mode must be one of {', '.join(MODES)}")
-        if mode == "auto" and not self._runtime.allow_auto:
+        if mode == "auto" and not self._allow_auto:
             raise TaskError(
                 "mode 'auto' (no approvals) is off for MCP clients; use 'accept-edits' or 'ask', or start hermes-mcp with --allow-auto."
             )
         if not prompt.strip():
             raise TaskError("prompt is empty")
         path = confine(cwd, allowed) if cwd else None
-        agent = await self._runtime.agent()
-        store = await self._runtime.store()
-        host = LocalHost(self._runtime.secrets)
+        agent = await self._backend.agent()
+        store = await self._backend.store()
+        host = LocalHost(self._backend.secrets)
         if session_id:
             record = await store.get_session(session_id)
             if record is None:
@@ -294,10 +297,8 @@ class TaskManager:
             session = await agent.new_session(path, host, mode=mode)  # type: ignore[arg-type]
             self._sessions[session.id] = session
         session.policy.mode = mode  # type: ignore[assignment]
-        self._runtime.add_project(session.cwd)
-        task = Task(
-            id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode, client_answers=self._runtime.trust_client_approvals
-        )
+        self._on_project(session.cwd)
+        task = Task(id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode, client_answers=self._trust_client_approvals)
         self._tasks[task.id] = task
         self._forget_old()
         task.runner = asyncio.create_task(self._run(task, UserMessage.of(prompt)), name=f"task-{task.id}")
@@ -305,27 +306,27 @@ class TaskManager:
         return task
 
     async def _run(self, task: Task, message: Any) -> None:
-        agent = self._runtime.agent_if_built
+        agent = self._backend.agent_if_built
         assert agent is not None
         try:
             async for event in agent.run_turn(task.session, message):
                 task.observe(event)
         except Exception as exc:  # the core ends turns itself; this is a last resort
             log.exception("task %s failed", task.id)
-            task.error = self._runtime.redact(f"{type(exc).__name__}: {exc}")
+            task.error = self._backend.redact(f"{type(exc).__name__}: {exc}")
         finally:
             if not task.finished:
                 task.ended = time.time()
                 task.stop_reason = task.stop_reason or "cancelled"
             if task.error:
-                task.error = self._runtime.redact(task.error)
+                task.error = self._backend.redact(task.error)
             task.touch()
             log.info("task %s ended: %s", task.id, task.status)
 
     async def cancel(self, task_id: str) -> Task:
         """Stop the task's turn (model stream, tools, its questions) and wait briefly for it to end."""
         task = self.get(task_id)
-        agent = self._runtime.agent_if_built
+        agent = self._backend.agent_if_built
         if not task.finished and agent is not None:
             agent.cancel(task.session)
             if task.runner is not None:
@@ -340,7 +341,7 @@ class TaskManager:
             del self._tasks[oldest]
 
     async def aclose(self) -> None:
-        agent = self._runtime.agent_if_built
+        agent = self._backend.agent_if_built
         runners = [t.runner for t in self.running() if t.runner is not None]
         if agent is not None:
             for task in self.running():

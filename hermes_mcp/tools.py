@@ -248,7 +248,9 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         sessions: what would happen, why it asks, and for file changes the diff. Show them to the user:
         only the user answers (see how_to_answer)."""
         return result(
-            approvals_mod.approvals_list_view(await approvals_mod.list_approvals(runtime, session_id), runtime.trust_client_approvals)
+            approvals_mod.approvals_list_view(
+                await approvals_mod.list_approvals(runtime, runtime.tasks, session_id), runtime.trust_client_approvals
+            )
         )
 
     server.add_tool(approvals_list, annotations=READ.model_copy(update={"title": "Pending approvals"}))
@@ -264,7 +266,7 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
             """Pass on the user's answer to an approval one of this server's tasks waits on. Send only what the
             user decided, never your own choice. The first answer from anywhere wins."""
             try:
-                return result(await approvals_mod.respond(runtime, approval_id, decision))
+                return result(await approvals_mod.respond(runtime, runtime.tasks, approval_id, decision))
             except approvals_mod.ApprovalChoice as exc:
                 raise fail(exc) from None
 

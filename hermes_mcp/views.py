@@ -12,9 +12,12 @@ import datetime
 import difflib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from core.events import ApprovalRequest
 
 __all__ = [
     "RESULT_BUDGET",
@@ -37,12 +40,15 @@ __all__ = [
     "Step",
     "TaskView",
     "clip",
+    "diff_preview",
     "clip_tail",
+    "request_view",
     "iso",
     "json_size",
     "unified_diff",
 ]
 
+DIFF_PREVIEW = 6_000
 RESULT_BUDGET = 45_000
 TaskStatus = Literal["running", "needs_approval", "done", "failed", "cancelled"]
 
@@ -259,3 +265,32 @@ class MemoryAdded(BaseModel):
 def dumps(model: BaseModel) -> str:
     """Compact JSON of a result (the text copy)."""
     return json.dumps(model.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+
+
+def diff_preview(request: Any, session: Any) -> str | None:
+    """A request's changes as a unified diff, clipped for a form or a result."""
+    diffs = getattr(request, "diffs", None) or []
+    if not diffs:
+        return None
+    cwd = getattr(session, "cwd", None)
+    text = "".join(unified_diff(d.path, d.old_text, d.new_text, cwd) for d in diffs)
+    return clip(text, DIFF_PREVIEW, "the full change is applied as shown in the editor")[0]
+
+
+def request_view(request: ApprovalRequest, session: Any, *, task_id: str | None = None) -> ApprovalView:
+    """An in-process question as a result."""
+    return ApprovalView(
+        approval_id=request.id,
+        title=request.title,
+        reason=request.reason or "",
+        tool=request.tool_name,
+        command=request.command,
+        paths=list(request.paths),
+        diff=diff_preview(request, session),
+        session_id=request.session_id,
+        session_title=getattr(session, "title", None),
+        cwd=str(session.cwd) if session is not None else None,
+        surface="mcp",
+        task_id=task_id,
+        can_always=request.offer_always,
+    )
