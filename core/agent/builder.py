@@ -15,7 +15,7 @@ from core.agent.loop import Agent
 from core.config import Config
 from core.models.base import Model
 from core.policy.approvals import ApprovalBroker
-from core.store import SessionStore
+from core.store import SessionStore, Surface
 from core.tools.context import ToolSettings
 from core.tools.registry import Tool
 
@@ -30,7 +30,7 @@ class SurfaceSpec:
 
     toolset: str
     # Recorded with each session in the store (sessions started by cron runs belong to the gateway).
-    store_name: str
+    store_name: Surface
     # Seconds a question waits for a person; None: ``[approvals] timeout``. A cron run has nobody
     # watching it live, so its questions give up sooner.
     approval_timeout: float | None = None

@@ -42,6 +42,7 @@ from core.models.base import (
     ToolSpec,
 )
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
+from core.store import SessionStore, Surface
 from core.tools.context import ToolContext, ToolSettings
 from core.tools.dispatch import PreparedCall, prepare, run_prepared
 from core.tools.registry import Tool
@@ -67,7 +68,7 @@ class Session:
     history: list[Message] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     title: str | None = None
-    turn: asyncio.Task | None = None
+    turn: asyncio.Task[None] | None = None
     # The model for this session when it differs from the agent's default (the model picker).
     model: Model | None = None
     reasoning_effort: str | None = None
@@ -92,9 +93,9 @@ class Agent:
         *,
         model: Model,
         tools: list[Tool],
-        store,
+        store: SessionStore,
         broker: ApprovalBroker,
-        surface: str,
+        surface: Surface,
         max_steps: int = 60,
         max_tokens: int = 8192,
         learning: LearningSettings | None = None,
@@ -156,7 +157,7 @@ class Agent:
         await self.store.copy_messages(source_id, record.id)
         return await self.open_session(record.id, host, cwd=cwd, mode=mode)
 
-    async def _attach(self, sid, cwd, host, roots, mode, history) -> Session:
+    async def _attach(self, sid: str, cwd: Path, host: Host, roots: list[Path] | None, mode: Mode, history: list[Message]) -> Session:
         roots = [r.resolve() for r in (roots or [cwd])]
         # Probe the sandbox now, off the event loop, so the first command does not wait for it.
         asyncio.get_running_loop().run_in_executor(None, sandbox_status)

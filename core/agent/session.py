@@ -98,7 +98,7 @@ class SessionContext:
     skills: str = ""
     project: str = ""
     watched: tuple[Path, ...] = ()
-    stamp: tuple = ()
+    stamp: tuple[tuple[str, int, int], ...] = ()
     findings: list[Finding] = field(default_factory=list)
     reported: set[str] = field(default_factory=set)
     nested: NestedContext | None = None

@@ -30,8 +30,8 @@ from core.messages import (
     dump_message,
     repair_history,
 )
-from core.models.base import ModelRequest, ResponseDone
-from core.store import SessionStore
+from core.models.base import ModelRequest, ResponseDone, ToolSpec
+from core.store import SessionStore, Surface
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -66,7 +66,7 @@ class Compression:
     summary: str = ""
     summary_session: str | None = None
 
-    def to_meta(self) -> dict:
+    def to_meta(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
@@ -89,7 +89,7 @@ class MessageSizes:
     def __init__(self, limit: int = 8192) -> None:
         self.limit = limit
         self.measured = 0  # messages serialised so far; a cached one costs nothing
-        self._entries: dict[int, tuple[weakref.ref, int]] = {}
+        self._entries: dict[int, tuple[weakref.ref[Message], int]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -127,7 +127,7 @@ def _spec_size(spec: object) -> int:
     return size
 
 
-def estimate_tokens(system: str, tools: list, messages: list[Message]) -> int:
+def estimate_tokens(system: str, tools: list[ToolSpec], messages: list[Message]) -> int:
     """A conservative token estimate (about 3.5 characters a token for English and code).
 
     Counts the characters of the system prompt, of the tool specs as a JSON list, and of each
@@ -212,7 +212,7 @@ class Summariser:
     settings: LearningSettings
     request: Callable[[ModelRequest], Awaitable[ResponseDone | None]]
     model: str  # the name of the model ``request`` streams from
-    surface: str
+    surface: Surface
     max_tokens: int
 
 
@@ -229,7 +229,7 @@ class Conversation(Protocol):
 
 
 async def compress(
-    summariser: Summariser, session: Conversation, emit: Callable[[Event], Awaitable[None]], *, specs: list, force: bool = False
+    summariser: Summariser, session: Conversation, emit: Callable[[Event], Awaitable[None]], *, specs: list[ToolSpec], force: bool = False
 ) -> bool:
     """Shrink what the next request carries when it would pass the configured share of the
     context window (or always, with ``force``). Prunes tool outputs first; summarises only when

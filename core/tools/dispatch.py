@@ -62,13 +62,13 @@ def prepare(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> Pre
         error = f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(tools))}."
         return PreparedCall(call, None, None, error, call.name, [])
     args: BaseModel | None = None
-    error: str | None = None
+    problem: str | None = None
     try:
         args = found.args_model.model_validate(call.arguments)
     except ValidationError as exc:
-        error = _format_validation(call.name, exc)
+        problem = _format_validation(call.name, exc)
     if call.invalid_arguments is not None:
-        error = (
+        problem = (
             f"The arguments for {call.name} were not a valid JSON object: {call.invalid_arguments[:200]!r}. "
             "Call the tool again with valid JSON arguments."
         )
@@ -82,7 +82,7 @@ def prepare(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> Pre
             paths = [ctx.resolve(p) for p in found.paths(args)]
         except Exception:
             paths = []
-    return PreparedCall(call, found, args, error, title, paths)
+    return PreparedCall(call, found, args, problem, title, paths)
 
 
 @dataclass(slots=True)
