@@ -1,4 +1,4 @@
-"""Session plumbing for the ACP server: adopting, reopening, choices, modes, models, MCP servers."""
+"""The ACP server's live sessions: adopting, reopening, choices, modes, models, MCP servers."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError
 from core.events import TitleChanged, UsageUpdated
-from core.host.local import LocalHost
 from hermes_acp.commands import available_commands
 from hermes_acp.host import AcpHost
 from hermes_acp.live import LiveSession, iso, mcp_spec
@@ -18,26 +17,46 @@ from hermes_acp.options import DEFAULT_THOUGHT, MODES, SessionChoices, config_op
 from hermes_acp.render import update_for
 from hermes_acp.wire import send_update
 
-__all__ = ["SessionPlumbing"]
+if TYPE_CHECKING:
+    from core.agent.loop import Agent
+    from core.config import Config
+    from core.store import SessionStore
+    from hermes_acp.backend import Backend
+
+__all__ = ["SessionOps"]
 
 log = logging.getLogger(__name__)
 
 
-class SessionPlumbing:
-    """What HermesAgent does around its protocol methods. Expects its attributes (see server.py)."""
+class SessionOps:
+    """The sessions live in this server, and what the protocol methods do with them."""
 
-    _agent: Any
-    _store: Any
-    _config: Any
-    _conn: Any
-    _client_caps: Any
-    _transport: Any
-    _sessions: dict
-    _failed: dict
-    _models: dict
-    _closing: set
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.sessions: dict[str, LiveSession] = {}
+        self.failed: dict[str, str] = {}  # given session id -> why it could not be created
+        self._models: dict[str, Any] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
-    def _check_cwd(self, cwd: str, mcp_servers, additional_directories) -> tuple[Path, list[Path]]:
+    @property
+    def agent(self) -> Agent:
+        agent = self._backend.agent
+        assert agent is not None, "sessions exist only once the agent core is built"
+        return agent
+
+    @property
+    def store(self) -> SessionStore:
+        store = self._backend.store
+        assert store is not None, "sessions exist only once the agent core is built"
+        return store
+
+    @property
+    def config(self) -> Config:
+        config = self._backend.config
+        assert config is not None, "sessions exist only once a configuration has loaded"
+        return config
+
+    def check_cwd(self, cwd: str, mcp_servers, additional_directories) -> tuple[Path, list[Path]]:
         from acp import RequestError
 
         if mcp_servers is None:
@@ -53,43 +72,40 @@ class SessionPlumbing:
                 raise RequestError.invalid_params({"additionalDirectories": f"{directory} is not an absolute directory"})
         return path, [path.resolve(), *(d.resolve() for d in extra)]
 
-    def _local(self) -> LocalHost:
-        return LocalHost(self._config.secrets if self._config else [])
-
-    async def _adopt(self, session, choices: SessionChoices) -> LiveSession:
+    async def adopt(self, session, choices: SessionChoices) -> LiveSession:
         """Make a core session live here: the editor as host, the chosen model and mode."""
-        session.host = AcpHost(self._conn, session.id, self._client_caps, session.host)
+        session.host = AcpHost(self._backend.conn, session.id, self._backend.client_caps, session.host)
         live = LiveSession(session, choices)
-        self._sessions[session.id] = live
+        self.sessions[session.id] = live
         await self._apply_choices(live)
         return live
 
-    async def _reopen(self, session_id: str, cwd: str, mcp_servers, additional_directories) -> LiveSession:
+    async def reopen(self, session_id: str, cwd: str, mcp_servers, additional_directories) -> LiveSession:
         from acp import RequestError
 
-        path, roots = self._check_cwd(cwd, mcp_servers, additional_directories)
-        agent = await self._core()
-        existing = self._sessions.get(session_id)
+        path, roots = self.check_cwd(cwd, mcp_servers, additional_directories)
+        agent = await self._backend.core()
+        existing = self.sessions.get(session_id)
         if existing is not None:
-            await self._wait_idle(existing)
-            await self._shutdown(existing)
-        session = await agent.open_session(session_id, self._local(), cwd=path)
+            await self.wait_idle(existing)
+            await self.shutdown(existing)
+        session = await agent.open_session(session_id, self._backend.local(), cwd=path)
         if session is None:
             raise RequestError.invalid_params({"sessionId": f"no stored session {session_id!r}; list them with session/list"})
         session.roots = roots
         session.policy.roots = roots
-        record = await self._store.get_session(session_id)
-        live = await self._adopt(session, self._stored_choices(record))
+        record = await self.store.get_session(session_id)
+        live = await self.adopt(session, self.stored_choices(record))
         live.answered.set()  # the client named this session itself
         if mcp_servers:
-            await self._connect_mcp(live, mcp_servers)
+            await self.connect_mcp(live, mcp_servers)
         return live
 
-    def _stored_choices(self, record) -> SessionChoices:
+    def stored_choices(self, record) -> SessionChoices:
         meta = (record.meta if record else None) or {}
-        default = self._agent.model.name
+        default = self.agent.model.name
         model = meta.get("model") or default
-        if model not in model_choices(self._config) and model != default:
+        if model not in model_choices(self.config) and model != default:
             model = default  # the stored model is no longer configured
         return SessionChoices(
             model=model,
@@ -100,13 +116,13 @@ class SessionPlumbing:
     async def _apply_choices(self, live: LiveSession) -> None:
         session, choices = live.session, live.choices
         session.policy.mode = choices.mode
-        session.model = None if choices.model == self._agent.model.name else self._model_for(choices.model)
+        session.model = None if choices.model == self.agent.model.name else self._model_for(choices.model)
         session.reasoning_effort = None if choices.thought_level == DEFAULT_THOUGHT else choices.thought_level
-        session.context_window = self._config.context_window(choices.model)
+        session.context_window = self.config.context_window(choices.model)
 
-    async def _save_choices(self, live: LiveSession) -> None:
+    async def save_choices(self, live: LiveSession) -> None:
         choices = live.choices
-        await self._store.update_session(
+        await self.store.update_session(
             live.session.id,
             model=choices.model,
             meta={"mode": choices.mode, "model": choices.model, "thought_level": choices.thought_level},
@@ -116,19 +132,19 @@ class SessionPlumbing:
         if label not in self._models:
             from core.models import build_model
 
-            self._models[label] = build_model(self._config.model_copy(update={"model": label}))
+            self._models[label] = build_model(self.config.model_copy(update={"model": label}))
         return self._models[label]
 
-    def _options(self, live: LiveSession) -> list:
-        return config_options(self._config, live.choices)
+    def options(self, live: LiveSession) -> list:
+        return config_options(self.config, live.choices)
 
-    def _live(self, session_id: str) -> LiveSession:
+    def live(self, session_id: str) -> LiveSession:
         from acp import RequestError
 
-        live = self._sessions.get(session_id)
-        if live is None and session_id in self._failed:
+        live = self.sessions.get(session_id)
+        if live is None and session_id in self.failed:
             raise RequestError.internal_error(
-                {"sessionId": f"session {session_id!r} could not be created: {self._failed[session_id]}; start a new session"}
+                {"sessionId": f"session {session_id!r} could not be created: {self.failed[session_id]}; start a new session"}
             )
         if live is None:
             raise RequestError.invalid_params(
@@ -136,29 +152,29 @@ class SessionPlumbing:
             )
         return live
 
-    def _after_answer(self, live: LiveSession) -> None:
+    def after_answer(self, live: LiveSession) -> None:
         """Once the client has the new session's id: announce commands, allow notices."""
 
         async def answered() -> None:
             live.answered.set()
-            await self._announce(live)
+            await self.announce(live)
 
-        if self._transport is not None:
-            self._transport.after_session_answer(live.session.id, answered)
+        if self._backend.transport is not None:
+            self._backend.transport.after_session_answer(live.session.id, answered)
         else:
             live.answered.set()
 
-    async def _announce(self, live: LiveSession) -> None:
+    async def announce(self, live: LiveSession) -> None:
         """Tell the editor which commands this session offers."""
         from acp.schema import AvailableCommandsUpdate
 
         update = AvailableCommandsUpdate(session_update="available_commands_update", available_commands=available_commands())
         try:
-            await send_update(self._conn, live.session.id, update)
+            await send_update(self._backend.conn, live.session.id, update)
         except Exception:
             log.debug("could not send available commands", exc_info=True)
 
-    async def _set_mode(self, live: LiveSession, mode: str, *, announce_mode: bool = True, announce_options: bool = True) -> None:
+    async def set_mode(self, live: LiveSession, mode: str, *, announce_mode: bool = True, announce_options: bool = True) -> None:
         from acp import RequestError
         from acp.schema import ConfigOptionUpdate, CurrentModeUpdate
 
@@ -166,42 +182,44 @@ class SessionPlumbing:
             raise RequestError.invalid_params({"modeId": f"unknown mode {mode!r}; modes are {', '.join(MODES)}"})
         live.choices.mode = mode
         live.session.policy.mode = mode
-        await self._save_choices(live)
+        await self.save_choices(live)
         sid = live.session.id
         if announce_mode:
-            await send_update(self._conn, sid, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
+            await send_update(self._backend.conn, sid, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode))
         if announce_options:
             await send_update(
-                self._conn, sid, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live))
+                self._backend.conn, sid, ConfigOptionUpdate(session_update="config_option_update", config_options=self.options(live))
             )
 
-    async def _set_model(self, live: LiveSession, label: str, *, announce: bool = True) -> None:
+    async def set_model(self, live: LiveSession, label: str, *, announce: bool = True) -> None:
         from acp import RequestError
         from acp.schema import ConfigOptionUpdate
 
         try:
-            ref = self._config.model_ref(label)
+            ref = self.config.model_ref(label)
             self._model_for(ref.label)
         except ConfigError as exc:
             raise RequestError.invalid_params({"value": str(exc)}) from None
         live.choices.model = ref.label
-        if live.choices.thought_level not in thought_levels(self._config, ref.label):
+        if live.choices.thought_level not in thought_levels(self.config, ref.label):
             live.choices.thought_level = DEFAULT_THOUGHT
         await self._apply_choices(live)
-        await self._save_choices(live)
+        await self.save_choices(live)
         if announce:
             await send_update(
-                self._conn, live.session.id, ConfigOptionUpdate(session_update="config_option_update", config_options=self._options(live))
+                self._backend.conn,
+                live.session.id,
+                ConfigOptionUpdate(session_update="config_option_update", config_options=self.options(live)),
             )
 
-    async def _wait_idle(self, live: LiveSession) -> None:
+    async def wait_idle(self, live: LiveSession) -> None:
         turn = live.session.turn
         if turn is not None and not turn.done():
-            self._agent.cancel(live.session)
+            self.agent.cancel(live.session)
             await asyncio.wait([turn], timeout=5)
 
-    async def _shutdown(self, live: LiveSession, *, wait: bool = False) -> None:
-        await self._wait_idle(live)
+    async def shutdown(self, live: LiveSession, *, wait: bool = False) -> None:
+        await self.wait_idle(live)
         if hasattr(live.session.host, "aclose"):
             await live.session.host.aclose()  # background commands stop, their terminals are released
         if live.mcp_ready is not None and not live.mcp_ready.done():
@@ -215,7 +233,7 @@ class SessionPlumbing:
             if wait:
                 await closing
 
-    async def _connect_mcp(self, live: LiveSession, servers: list) -> None:
+    async def connect_mcp(self, live: LiveSession, servers: list) -> None:
         """Start the MCP servers the editor passed, in the background; their tools join the session.
 
         The first prompt waits for them (bounded by the start timeout); a server that fails is
@@ -250,9 +268,9 @@ class SessionPlumbing:
             import acp
 
             text = "\n".join(f"**MCP:** {problem}" for problem in problems)
-            await send_update(self._conn, live.session.id, acp.update_agent_message_text(text + "\n\n"))
+            await send_update(self._backend.conn, live.session.id, acp.update_agent_message_text(text + "\n\n"))
 
-    def _update_for(self, event):
+    def update_for(self, event):
         """Surface-level updates (title, usage) on top of the shared rendering."""
         from acp.schema import Cost, SessionInfoUpdate, UsageUpdate
 
@@ -264,3 +282,16 @@ class SessionPlumbing:
                 session_update="usage_update", used=event.context_tokens, size=event.context_window or event.context_tokens, cost=cost
             )
         return update_for(event)
+
+    async def aclose(self) -> None:
+        """Shut every session down, wait for their MCP servers to stop, release the session models."""
+        for live in list(self.sessions.values()):
+            await self.shutdown(live)
+        self.sessions.clear()
+        if self._closing:
+            await asyncio.wait(list(self._closing), timeout=10)
+        for model in self._models.values():
+            try:
+                await model.aclose()
+            except Exception:
+                log.debug("model close failed", exc_info=True)

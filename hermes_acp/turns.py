@@ -1,11 +1,11 @@
-"""Turn-level helpers for the ACP server: slash commands, permission questions, prompt content."""
+"""What a prompt does in the ACP server besides the turn itself: slash commands, permission questions, prompt content."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from core.events import ApprovalRequest
 from core.messages import ImagePart, TextPart, UserMessage
@@ -18,7 +18,11 @@ from hermes_acp.options import MODES, model_choices
 from hermes_acp.render import acp_content
 from hermes_acp.wire import request_permission, send_update
 
-__all__ = ["TurnSupport"]
+if TYPE_CHECKING:
+    from hermes_acp.backend import Backend
+    from hermes_acp.session_ops import SessionOps
+
+__all__ = ["Turns"]
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +36,14 @@ _OPTIONS = (
 )
 
 
-class TurnSupport:
-    """Slash commands, permission questions and prompt conversion. Mixed into HermesAgent."""
+class Turns:
+    """Slash commands, permission questions and prompt conversion for the server's prompts."""
 
-    _agent: Any
-    _store: Any
-    _config: Any
-    _conn: Any
+    def __init__(self, backend: Backend, sessions: SessionOps) -> None:
+        self._backend = backend
+        self._sessions = sessions
 
-    async def _command(self, live: LiveSession, name: str, args: str) -> str | None:
+    async def command(self, live: LiveSession, name: str, args: str) -> str | None:
         """Run a slash command; returns a prompt for the model when the command is one (/init)."""
         import acp
 
@@ -55,15 +58,17 @@ class TurnSupport:
             text = await self._search_text(args)
         elif name == "model":
             if not args:
-                text = "Models: " + ", ".join(f"`{m}`" for m in model_choices(self._config)) + f". Current: `{live.choices.model}`."
+                text = (
+                    "Models: " + ", ".join(f"`{m}`" for m in model_choices(self._sessions.config)) + f". Current: `{live.choices.model}`."
+                )
             else:
-                await self._set_model(live, args)
+                await self._sessions.set_model(live, args)
                 text = f"Model for this session: `{live.choices.model}`."
         elif name == "mode":
             if args not in MODES:
                 text = f"Modes: {', '.join(f'`{m}`' for m in MODES)}. Current: `{live.choices.mode}`."
             else:
-                await self._set_mode(live, args)
+                await self._sessions.set_mode(live, args)
                 text = f"Mode: `{args}` — {MODES[args][1]}."
         elif name == "memory":
             text = read_memory()
@@ -71,7 +76,7 @@ class TurnSupport:
             text = list_skills(session.cwd)
         elif name == "compact":
             try:
-                summary = await self._agent.compact(session)
+                summary = await self._sessions.agent.compact(session)
                 text = "Compacted: later requests start from this summary.\n\n" + summary if summary else "Nothing to compact yet."
             except ModelError as exc:
                 text = exc.user_message()
@@ -79,7 +84,7 @@ class TurnSupport:
             text = await self._undo(session)
         else:  # pragma: no cover - parse_command only returns known names
             text = f"Unknown command /{name}."
-        await send_update(self._conn, session.id, acp.update_agent_message_text(text))
+        await send_update(self._backend.conn, session.id, acp.update_agent_message_text(text))
         return None
 
     async def _undo(self, session) -> str:
@@ -95,7 +100,7 @@ class TurnSupport:
     async def _search_text(self, query: str) -> str:
         if not query:
             return "Usage: `/search <words>`."
-        hits = await self._store.search(query, limit=10)
+        hits = await self._sessions.store.search(query, limit=10)
         if not hits:
             return f"No past conversation mentions {query!r}."
         lines = [f"Found in {len(hits)} place(s):"]
@@ -105,7 +110,7 @@ class TurnSupport:
 
     # --- helpers -----------------------------------------------------------------------
 
-    async def _ask(self, session_id: str, request: ApprovalRequest) -> None:
+    async def ask(self, session_id: str, request: ApprovalRequest) -> None:
         """Ask the editor; the answer goes to the broker (the first answer from anywhere wins)."""
         from acp.schema import PermissionOption, ToolCallUpdate
 
@@ -125,7 +130,7 @@ class TurnSupport:
         decision = Decision.CANCELLED
         asking = asyncio.ensure_future(
             request_permission(
-                self._conn,
+                self._backend.conn,
                 session_id,
                 ToolCallUpdate(
                     tool_call_id=request.tool_call_id,
@@ -154,13 +159,12 @@ class TurnSupport:
         except Exception as exc:
             log.warning("permission request failed (%s); treating it as rejected", exc)
             decision = Decision.REJECT_ONCE
-        assert self._agent is not None
-        await self._agent.broker.answer(request.id, decision, by="acp")
+        await self._sessions.agent.broker.answer(request.id, decision, by="acp")
 
-    async def _user_message(self, blocks: list, live: LiveSession) -> UserMessage:
+    async def user_message(self, blocks: list, live: LiveSession) -> UserMessage:
         """Text, resource links (read) and embedded resources, as one user message."""
         parts: list[TextPart | ImagePart] = []
-        images = images_supported(self._config)
+        images = images_supported(self._backend.config)
         for block in blocks:
             kind = getattr(block, "type", None)
             if kind == "text":

@@ -80,13 +80,12 @@ async def test_acp_surface_builds_through_the_builder(configured):
     from hermes_acp.server import HermesAgent
 
     server = HermesAgent()
-    server._load_config()
-    agent = await server._core()
+    server._backend.load_config()
+    agent = await server._backend.core()
     try:
         _assert_honours(agent, configured, "acp")
     finally:
-        server._watch.cancel()
-        await server._store.close()
+        await server._backend.aclose()
 
 
 async def test_mcp_surface_builds_through_the_builder(configured):
