@@ -15,18 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from core.events import TerminalContent
-from core.host.local import (
-    SECRET_ENV_VARS,
-    BackgroundCommand,
-    CommandResult,
-    Emit,
-    LocalHost,
-    OutputCapture,
-    TextFile,
-    next_job_id,
-    read_text_file,
-)
+from core.host.local import BackgroundCommand, Emit, LocalHost
+from core.host.processes import CommandResult, OutputCapture, next_job_id
 from core.host.sandbox import Confinement
+from core.host.text_files import TextFile, read_text_file
+from core.redaction import SECRET_ENV_VARS
 
 __all__ = ["AcpHost"]
 

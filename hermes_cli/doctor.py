@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import Config, ConfigError, config_path, home, load_config
-from core.host.local import SECRET_ENV_VARS
 from core.logs import RedactingFilter
+from core.redaction import SECRET_ENV_VARS
 
 __all__ = ["Check", "run_doctor"]
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from core.config import Config
 from core.events import Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
 from core.host.checkpoints import Checkpoints
-from core.host.local import BinaryFileError, Host, TextFile, encode_text
+from core.host.local import Host
 from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
+from core.host.text_files import BinaryFileError, TextFile, encode_text
 from core.learning_config import LearningSettings
 from core.messages import FileDiff
 from core.paths import within

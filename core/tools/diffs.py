@@ -8,7 +8,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.host.local import TextFile
+from core.host.text_files import TextFile
 from core.messages import FileDiff
 
 __all__ = ["DIFF_FULL_LIMIT", "FileChange", "FileLedger", "changed_region", "display_diff", "ledger_for"]

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from core.host import sandbox
-from core.host.local import CommandResult, LocalHost
+from core.host.local import LocalHost
+from core.host.processes import CommandResult
 from core.host.sandbox import Confinement, Grants, command_argv, new_protected_paths, protected_entries, seatbelt_profile
 
 ROOT = Path(__file__).resolve().parents[2]

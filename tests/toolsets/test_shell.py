@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.host.local import LocalHost, OutputCapture
+from core.host.local import LocalHost
+from core.host.processes import OutputCapture
 from core.policy.approvals import Decision
 from tests.toolsets.helpers import Session
 

@@ -6,7 +6,7 @@ import difflib
 import re
 from pathlib import Path
 
-from core.host.local import BinaryFileError, TextFile
+from core.host.text_files import BinaryFileError, TextFile
 from core.tools.context import ToolContext
 from core.tools.diffs import changed_region
 from core.tools.errors import ToolError

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from core.host.checkpoints import Checkpoints
-from core.host.local import BinaryFileError, decode_text
+from core.host.text_files import BinaryFileError, decode_text
 from core.messages import FileDiff
 from core.tools.context import ToolContext
 from core.tools.diffs import display_diff

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.host.local import TextFile
+from core.host.text_files import TextFile
 from core.tools.context import ToolContext
 from core.tools.diffs import FileChange
 from core.tools.errors import ToolError

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.host.local import BinaryFileError, decode_text
+from core.host.text_files import BinaryFileError, decode_text
 from core.policy.approvals import is_secret_path
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError

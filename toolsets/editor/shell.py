@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.host.local import CommandResult
+from core.host.processes import CommandResult
 from core.host.sandbox import Grants
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError

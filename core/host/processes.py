@@ -1,0 +1,310 @@
+"""Commands run as processes on this machine: the environment they get (no credentials), a
+supervisor that ends each command's process group when we die, output capture with a size limit,
+and background jobs read while they run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import itertools
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.redaction import SECRET_ENV_VARS
+from core.state_home import user_umask
+
+__all__ = [
+    "CommandResult",
+    "LocalJob",
+    "OutputCapture",
+    "child_environment",
+    "die_with_parent",
+    "next_job_id",
+    "run_to_end",
+    "spawn",
+    "supervised",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    exit_code: int | None
+    output: str
+    truncated: bool = False
+    signal: str | None = None
+    timed_out: bool = False
+    omitted: int = 0  # bytes cut from the middle (head and tail kept); -1: an unknown amount
+
+
+def child_environment(secrets: Sequence[str] = ()) -> dict[str, str]:
+    """The environment for commands the agent runs: ours, minus every credential."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
+    if secrets:
+        env = {k: v for k, v in env.items() if v not in secrets}
+    env.setdefault("PAGER", "cat")
+    env["GIT_PAGER"] = "cat"
+    env.setdefault("NO_COLOR", "1")
+    return env
+
+
+_job_ids = itertools.count(1)
+
+
+# Process groups of background commands still running: ended when this process exits.
+_LIVE_GROUPS: set[int] = set()
+
+
+def next_job_id() -> str:
+    """A short id for a background command, unique in this process."""
+    return str(next(_job_ids))
+
+
+@atexit.register
+def _end_background_groups() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        _signal_group(pgid, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child before exec: be killed when this process dies, however it dies (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+
+
+def _end_on_termination() -> None:
+    """On SIGTERM or SIGHUP, stop every command group we started, then die as the signal says.
+
+    Only where nobody else handles the signal (the gateway stops gracefully by itself)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_DFL:
+            continue
+
+        def end(signum: int, _frame: object) -> None:
+            _end_background_groups()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+        signal.signal(sig, end)
+
+
+_exit_handlers = False
+
+
+# Without a PID namespace to end with us, a command runs under this small supervisor: it is
+# sent SIGTERM when we die (even by SIGKILL) and then kills its whole process group.
+_SUPERVISOR = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+if os.getppid() != int(sys.argv[1]):
+    os.killpg(0, signal.SIGKILL)
+def end(signum, frame):
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, end)
+signal.signal(signal.SIGHUP, end)
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    os.execv("/bin/sh", ["/bin/sh", "-c", sys.argv[2]])
+while True:
+    try:
+        _, status = os.waitpid(child, 0)
+        break
+    except InterruptedError:
+        continue
+code = os.waitstatus_to_exitcode(status)
+os._exit(128 - code if code < 0 else code)
+"""
+
+
+def supervised(argv: list[str]) -> list[str]:
+    """``/bin/sh -c COMMAND`` under the supervisor on Linux; other argvs (a sandbox) as they are."""
+    if argv[:2] != ["/bin/sh", "-c"] or not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-S", "-c", _SUPERVISOR, str(os.getpid()), argv[2]]
+
+
+class OutputCapture:
+    """Keeps the first and last ``limit / 2`` bytes of a stream; says how much was cut between."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def omitted(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if self.omitted <= 0:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        return f"{head}\n[... {self.omitted} bytes of output omitted ...]\n{tail}"
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wrapped_code(proc: asyncio.subprocess.Process) -> int | None:
+    """The command's own exit code: the sandbox or the supervisor every command runs under
+    reports a signal that killed it as 128 + N."""
+    code = proc.returncode
+    if code is not None and 128 < code < 128 + signal.NSIG:
+        try:
+            return -signal.Signals(code - 128)
+        except ValueError:
+            return code
+    return code
+
+
+def _result(code: int | None, output: str, *, omitted: int = 0, timed_out: bool = False) -> CommandResult:
+    sig = signal.Signals(-code).name if code is not None and code < 0 else None
+    return CommandResult(
+        exit_code=None if sig else code,
+        output=output,
+        truncated=omitted > 0,
+        signal=sig,
+        timed_out=timed_out,
+        omitted=omitted,
+    )
+
+
+class LocalJob:
+    """A background command on this machine, its output kept (the newest ``limit`` bytes)."""
+
+    def __init__(self, job_id: str, command: str, proc: asyncio.subprocess.Process, limit: int) -> None:
+        self.id = job_id
+        self.command = command
+        self._proc = proc
+        self._limit = limit
+        self._unread = bytearray()
+        self._dropped = 0
+        self._changed = asyncio.Event()
+        self._pump = asyncio.create_task(self._read_output())
+        _LIVE_GROUPS.add(proc.pid)
+
+    async def _read_output(self) -> None:
+        assert self._proc.stdout is not None
+        while data := await self._proc.stdout.read(65536):
+            self._unread += data
+            if len(self._unread) > self._limit:
+                cut = len(self._unread) - self._limit
+                del self._unread[:cut]
+                self._dropped += cut
+            self._changed.set()
+        await self._proc.wait()
+        _LIVE_GROUPS.discard(self._proc.pid)
+        self._changed.set()
+
+    def _take(self) -> str:
+        text = bytes(self._unread).decode("utf-8", errors="replace")
+        if self._dropped:
+            text = f"[... {self._dropped} bytes of earlier output dropped ...]\n{text}"
+        self._unread.clear()
+        self._dropped = 0
+        self._changed.clear()
+        return text
+
+    async def read(self, wait: float = 0) -> tuple[str, CommandResult | None]:
+        if wait > 0 and not self._unread and not self._pump.done():
+            try:
+                await asyncio.wait_for(self._changed.wait(), wait)
+            except TimeoutError:
+                pass
+        text = self._take()
+        if not self._pump.done():
+            return text, None
+        return text, _result(_wrapped_code(self._proc), text)
+
+    async def stop(self) -> CommandResult:
+        if not self._pump.done():
+            _signal_group(self._proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pump), 3)
+            except TimeoutError:
+                _signal_group(self._proc.pid, signal.SIGKILL)
+                await self._pump
+        _LIVE_GROUPS.discard(self._proc.pid)
+        text = self._take()
+        return _result(_wrapped_code(self._proc), text)
+
+
+async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """Start ``argv`` under the supervisor in its own process group, output piped, stdin closed."""
+    global _exit_handlers
+    if not _exit_handlers:
+        _exit_handlers = True
+        _end_on_termination()
+    return await asyncio.create_subprocess_exec(
+        *supervised(argv),
+        cwd=str(cwd),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        start_new_session=True,  # its own process group, so stop and cancel reach all of it
+        preexec_fn=die_with_parent,
+        umask=user_umask(),  # ours is 077 for the state home; the user's project gets theirs
+    )
+
+
+async def run_to_end(proc: asyncio.subprocess.Process, *, timeout: float, output_limit: int) -> CommandResult:
+    """Collect ``proc``'s output until it exits; past ``timeout`` stop its group, politely first."""
+    capture = OutputCapture(output_limit)
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while data := await proc.stdout.read(65536):
+            capture.add(data)
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(pump(), timeout)
+        await proc.wait()
+    except TimeoutError:
+        timed_out = True
+        # A polite stop first (test runners clean up), then the hard one.
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 2)
+        except TimeoutError:
+            _signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    except BaseException:
+        _signal_group(proc.pid, signal.SIGKILL)
+        raise
+    return _result(_wrapped_code(proc), capture.text(), omitted=capture.omitted, timed_out=timed_out)
