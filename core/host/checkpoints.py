@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import fcntl
 import functools
 import hashlib
 import io
 import json
-import logging
 import os
 import re
 import threading
@@ -39,14 +37,13 @@ from pathlib import Path
 from typing import Any, TypeVar, TypeVarTuple
 
 from core.config import home
+from core.host.checkpoint_pruning import PruneReport, prune_repo, prune_when_due
 from core.host.text_files import write_atomic
 
-__all__ = ["KEEP_DAYS", "Checkpoint", "CheckpointFile", "Checkpoints", "PruneReport", "UndoReport", "blob_id"]
+__all__ = ["KEEP_DAYS", "Checkpoint", "CheckpointFile", "Checkpoints", "UndoReport", "blob_id"]
 
 MANIFEST = "manifest.json"
 KEEP_DAYS = 30.0  # a session's checkpoints are kept this long after its newest one
-PRUNE_EVERY = 86_400.0  # seconds between automatic prunes
-_PRUNE_TASKS: set[asyncio.Task[None]] = set()
 MAX_FILE_BYTES = 50_000_000  # larger files are noted but not kept
 MAX_LISTED = 200
 _LOCKS: dict[Path, threading.Lock] = {}
@@ -115,20 +112,6 @@ class UndoReport:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True, slots=True)
-class PruneReport:
-    sessions_dropped: int
-    objects_removed: int
-    bytes_freed: int
-    objects_kept: int
-
-    def summary(self) -> str:
-        return (
-            f"Let go of {self.sessions_dropped} old session(s); removed {self.objects_removed} unused objects "
-            f"({self.bytes_freed / 1_000_000:.1f} MB); kept {self.objects_kept}."
-        )
-
-
 class Checkpoints:
     """The shadow repository of one state home (``home()/checkpoints`` unless given)."""
 
@@ -147,39 +130,12 @@ class Checkpoints:
         """Keep each path as it is now, unless this turn's checkpoint already holds it."""
         paths = [Path(p) for p in paths]
         await asyncio.to_thread(self._locked, self._snapshot, session_id, turn_id, paths)
-        self._prune_if_due()
+        prune_when_due(self.directory, self.prune)
 
     async def prune(self, *, keep_days: float = KEEP_DAYS, grace: float = 3600.0) -> PruneReport:
         """Let go of sessions whose newest checkpoint is older than ``keep_days`` (0: keep all),
         then delete objects that nothing points at and that are older than ``grace`` seconds."""
-        return await asyncio.to_thread(self._locked, self._prune, keep_days, grace)
-
-    def _prune_if_due(self) -> None:
-        """Start a prune in the background when the last one is a day old (checked by a stamp file)."""
-        stamp = self.directory / "pruned-at"
-        try:
-            if time.time() - stamp.stat().st_mtime < PRUNE_EVERY:
-                return
-        except FileNotFoundError:
-            with contextlib.suppress(OSError):
-                stamp.touch(mode=0o600)  # a new repository: the first prune is due in a day
-            return
-        try:
-            stamp.touch()  # first, so that other processes and turns do not start one too
-        except OSError:
-            return
-
-        async def run() -> None:
-            try:
-                report = await self.prune()
-                if report.objects_removed or report.sessions_dropped:
-                    logging.getLogger(__name__).info("checkpoints pruned: %s", report.summary())
-            except Exception:
-                logging.getLogger(__name__).warning("could not prune checkpoints", exc_info=True)
-
-        task = asyncio.get_running_loop().create_task(run())
-        _PRUNE_TASKS.add(task)
-        task.add_done_callback(_PRUNE_TASKS.discard)
+        return await asyncio.to_thread(self._locked, prune_repo, keep_days, grace)
 
     async def record_written(self, session_id: str, turn_id: str, paths: Iterable[Path]) -> None:
         """Note what the turn wrote, so that a later undo can tell if someone changed it since."""
@@ -376,44 +332,6 @@ class Checkpoints:
             git.Reference.delete(repo, _ref(session_id))
         return report
 
-    def _prune(self, repo: Any, keep_days: float, grace: float) -> PruneReport:
-        import git
-
-        cutoff = time.time() - keep_days * 86_400
-        tips, dropped = [], 0
-        for ref in list(git.Reference.iter_items(repo, common_path="refs")):
-            try:
-                commit = ref.commit
-            except ValueError:  # a ref to nothing: nothing to keep
-                continue
-            if keep_days > 0 and commit.committed_date < cutoff:
-                git.Reference.delete(repo, ref.path)
-                dropped += ref.path.startswith("refs/heads/")
-                continue
-            tips.append(commit)
-        reachable = _reachable(tips)
-        removed = freed = 0
-        objects = Path(repo.git_dir) / "objects"
-        now = time.time()
-        for folder in objects.iterdir():
-            if len(folder.name) != 2 or not folder.is_dir():
-                continue  # info/, pack/
-            for item in folder.iterdir():
-                if folder.name + item.name in reachable:
-                    continue
-                try:
-                    stat = item.stat()
-                    if now - stat.st_mtime < grace:
-                        continue  # maybe a checkpoint being written by a process without our lock
-                    item.unlink()
-                except OSError:
-                    continue
-                removed += 1
-                freed += stat.st_size
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only when empty
-        return PruneReport(dropped, removed, freed, len(reachable))
-
 
 @functools.cache
 def _private_odb() -> Any:
@@ -436,30 +354,6 @@ def _set_ref(repo: Any, ref: str, commit: Any) -> None:
 
     git.Reference.create(repo, ref, commit, force=True)
     os.chmod(Path(repo.git_dir) / ref, 0o600)
-
-
-def _reachable(tips: list[Any]) -> set[str]:
-    """Hex ids of every commit, tree and blob reachable from ``tips``."""
-    seen: set[str] = set()
-    commits = list(tips)
-    while commits:
-        commit = commits.pop()
-        if commit.hexsha in seen:
-            continue
-        seen.add(commit.hexsha)
-        commits.extend(commit.parents)
-        trees = [commit.tree]
-        while trees:
-            tree = trees.pop()
-            if tree.hexsha in seen:
-                continue
-            seen.add(tree.hexsha)
-            for item in tree:
-                if item.type == "tree":
-                    trees.append(item)
-                else:
-                    seen.add(item.hexsha)
-    return seen
 
 
 def _init_bare(path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.host import checkpoint_pruning
 from core.host import checkpoints as checkpoints_module
 from core.host.checkpoints import Checkpoints, blob_id
 
@@ -232,11 +233,11 @@ async def test_a_prune_runs_on_its_own_once_a_day(project):
     await _write(store, "s", "t2", a, "v2\n")
     _age(store, 7200)
     before = _objects(store)
-    day_ago = time.time() - checkpoints_module.PRUNE_EVERY - 60
+    day_ago = time.time() - checkpoint_pruning.PRUNE_EVERY - 60
     os.utime(stamp, (day_ago, day_ago))
     await _write(store, "s", "t3", a, "v3\n")
     for _ in range(100):
-        if not checkpoints_module._PRUNE_TASKS:
+        if not checkpoint_pruning._PRUNE_TASKS:
             break
         await asyncio.sleep(0.05)
     assert time.time() - stamp.stat().st_mtime < 60
