@@ -240,7 +240,7 @@ async def test_a_prune_runs_on_its_own_once_a_day(project):
         if not checkpoint_pruning._PRUNE_TASKS:
             break
         await asyncio.sleep(0.05)
-    assert time.time() - stamp.stat().st_mtime < 60
+    assert stamp.stat().st_mtime > day_ago, "the prune renewed its stamp"
     assert before - _objects(store), "replaced commits of t1 and t2 were removed"
     assert [c.turn_id for c in await store.list("s")] == ["t3", "t2", "t1"]
 

@@ -138,14 +138,21 @@ async def test_write_retries_while_another_process_holds_the_lock(tmp_path: Path
         # loop in db.write stands between it and the caller.
         await conn.execute("PRAGMA busy_timeout = 0")
         blocker.execute("BEGIN IMMEDIATE")
-        asyncio.get_running_loop().call_later(0.3, blocker.execute, "COMMIT")
+        statements: list[str] = []
+        await conn.set_trace_callback(statements.append)
 
         async def insert(c: aiosqlite.Connection) -> None:
             await c.execute("INSERT INTO t VALUES (1)")
 
-        started = time.monotonic()
-        await db.write(conn, insert)
-        assert time.monotonic() - started >= 0.25
+        write = asyncio.create_task(db.write(conn, insert))
+        deadline = time.monotonic() + 10
+        while statements.count("BEGIN IMMEDIATE") < 2:  # refused once, then tried again
+            assert not write.done() and time.monotonic() < deadline, "the write did not retry"
+            await asyncio.sleep(0.01)
+        blocker.execute("COMMIT")
+        await write
+        await conn.set_trace_callback(None)
+        assert "INSERT INTO t VALUES (1)" in statements
         assert await scalar(conn, "SELECT COUNT(*) FROM t") == 1
     finally:
         blocker.close()
