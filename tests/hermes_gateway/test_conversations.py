@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_gateway.harness import OWNER, start
@@ -87,11 +86,9 @@ def test_stop_cancels_the_running_turn(hermes_home, project, telegram):
     with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model):
         telegram.send_user_message(OWNER, "think forever")
         telegram.wait_for(lambda: model.requests, 20, "the model request")
-        started = time.monotonic()
         telegram.send_user_message(OWNER, "/stop")
         telegram.wait_text(OWNER, "Stopping…")
         telegram.wait_text(OWNER, "⏹ Stopped.")
-        assert time.monotonic() - started < 15
         # The chat is usable again, and nothing is left running.
         telegram.send_user_message(OWNER, "/stop")
         telegram.wait_text(OWNER, "Nothing is running.")
