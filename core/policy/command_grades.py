@@ -22,6 +22,7 @@ from core.policy.command_tables import (
     SUBCOMMAND_READS,
     SUBCOMMAND_RUNS_CODE,
     git_key_runs_code,
+    names,
     network_use,
 )
 from core.policy.commands import Script, SimpleCommand
@@ -31,39 +32,11 @@ if TYPE_CHECKING:
 
 _WRITERS = {"cp", "mv", "install", "rsync", "ln", "touch", "mkdir", "rm", "rmdir", "unlink", "truncate", "tee", "shred"}
 _MODE_WRITERS = {"chmod", "chown", "chgrp"}
-_HARD_PROGRAMS = {
-    "mke2fs",
-    "mkswap",
-    "fdisk",
-    "sfdisk",
-    "cfdisk",
-    "parted",
-    "gdisk",
-    "sgdisk",
-    "wipefs",
-    "shutdown",
-    "reboot",
-    "halt",
-    "poweroff",
-}
+_HARD_PROGRAMS = names("mke2fs mkswap fdisk sfdisk cfdisk parted gdisk sgdisk wipefs shutdown reboot halt poweroff")
 _KILLERS = {"kill", "killall", "pkill", "skill", "xkill", "taskkill"}
-_DB_CLIENTS = {
-    "psql",
-    "mysql",
-    "mariadb",
-    "sqlite3",
-    "sqlcmd",
-    "duckdb",
-    "clickhouse",
-    "clickhouse-client",
-    "cockroach",
-    "mongosh",
-    "mongo",
-    "redis-cli",
-    "pgcli",
-    "mycli",
-    "litecli",
-}
+_DB_CLIENTS = names(
+    "psql mysql mariadb sqlite3 sqlcmd duckdb clickhouse clickhouse-client cockroach mongosh mongo redis-cli pgcli mycli litecli"
+)
 _SQL_DANGER = re.compile(
     r"\b(drop\s+(table|database|schema|index|view|user|role|collection)|truncate(\s+table)?\s+\w|flushall|flushdb|dropdatabase\s*\()", re.I
 )
@@ -81,35 +54,10 @@ _PUBLISH = {
 _DESTROY = {("terraform", "destroy"), ("kubectl", "delete"), ("helm", "uninstall"), ("helm", "delete"), ("gcloud", "delete")}
 _FORK_CODE = re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(true|1)\s*\)?\s*:?\s*os\.fork\(\)", re.I)
 _REMOTE = re.compile(r"^(?:[\w.+-]+@)?[\w.-]+:(?!//)|^[\w.-]+::|^rsync://")
-_GIT_READ = {
-    "status",
-    "diff",
-    "log",
-    "show",
-    "blame",
-    "shortlog",
-    "describe",
-    "rev-parse",
-    "ls-files",
-    "ls-tree",
-    "ls-remote",
-    "cat-file",
-    "show-ref",
-    "merge-base",
-    "for-each-ref",
-    "rev-list",
-    "name-rev",
-    "whatchanged",
-    "diff-tree",
-    "diff-index",
-    "diff-files",
-    "count-objects",
-    "version",
-    "help",
-    "check-ignore",
-    "grep",
-    "--version",
-}
+_GIT_READ = names(
+    "status diff log show blame shortlog describe rev-parse ls-files ls-tree ls-remote cat-file show-ref merge-base for-each-ref "
+    "rev-list name-rev whatchanged diff-tree diff-index diff-files count-objects version help check-ignore grep --version"
+)
 
 
 class Grades:
