@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import uuid
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from core.messages import FileDiff, Usage
 
 __all__ = [
+    "Decision",
     "ApprovalRequest",
     "DiffContent",
     "Event",
@@ -86,7 +88,7 @@ class ToolStarted:
     title: str
     tool_kind: ToolKind
     locations: list[Location] = field(default_factory=list)
-    raw_input: dict = field(default_factory=dict)
+    raw_input: dict[str, Any] = field(default_factory=dict)
     kind: Literal["tool_started"] = "tool_started"
 
 
@@ -121,6 +123,20 @@ class PlanUpdated:
     kind: Literal["plan"] = "plan"
 
 
+class Decision(str, enum.Enum):
+    """The user's answer to a permission question."""
+
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    REJECT_ONCE = "reject_once"
+    REJECT_ALWAYS = "reject_always"
+    CANCELLED = "cancelled"
+
+    @property
+    def allowed(self) -> bool:
+        return self in (Decision.ALLOW_ONCE, Decision.ALLOW_ALWAYS)
+
+
 @dataclass(slots=True)
 class ApprovalRequest:
     """One question to the user. Surfaces show ``title``, ``diffs`` and ``command``."""
@@ -138,7 +154,7 @@ class ApprovalRequest:
     # project): surfaces then leave "always allow" out of the choices.
     offer_always: bool = True
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    future: asyncio.Future | None = None
+    future: asyncio.Future[Decision] | None = None
 
 
 @dataclass(frozen=True, slots=True)

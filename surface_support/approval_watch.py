@@ -17,7 +17,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from core.policy.approvals import ApprovalBroker, Decision
+from core.events import Decision
+from core.policy.approvals import ApprovalBroker
 
 if TYPE_CHECKING:
     from core.store import ApprovalRecord, SessionStore

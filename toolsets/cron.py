@@ -91,7 +91,7 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
         except ScheduleError as exc:
             raise ToolError(str(exc)) from None
         await ctx.approve_call(f"Schedule '{args.prompt[:60]}' {schedule.describe()} (mode {args.mode})")
-        job = await jobs.add_job(
+        added = await jobs.add_job(
             name=(args.name or args.prompt)[:40],
             schedule=schedule,
             timezone=tz,
@@ -103,7 +103,7 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
             owner_id=chat.user_id,
         )
         where = "this chat" if chat.chat_id is not None else "nowhere (no chat is bound to this session; see `hermes-editor cron runs`)"
-        return ToolOutput(f"Added job {job.id}: {schedule.describe()}, next {fmt_time(job.next_run_at, tz)}; results go to {where}.")
+        return ToolOutput(f"Added job {added.id}: {schedule.describe()}, next {fmt_time(added.next_run_at, tz)}; results go to {where}.")
     if not args.job_id:
         raise ToolError(f"{args.action} needs job_id")
     job = await jobs.get_job(args.job_id)

@@ -71,7 +71,7 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
     ]
     if args.summarize and ctx.summarize is None:
         lines.append(SUMMARY_OFF)
-    elif transcripts:
+    elif transcripts and ctx.summarize is not None:
         summary = await ctx.summarize(_summary_prompt(args.query, transcripts))
         lines.append("\nSummary of the top sessions:\n" + (summary or "(the model gave no summary)"))
     return redact_secrets("\n".join(lines))

@@ -42,7 +42,7 @@ from core.models.base import (
     ToolSpec,
 )
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.store import SessionStore, Surface
+from core.store import RuleDecision, SessionStore, Surface
 from core.tools.context import ToolContext, ToolSettings
 from core.tools.dispatch import PreparedCall, prepare, run_prepared
 from core.tools.registry import Tool
@@ -337,8 +337,8 @@ class Agent:
             await emit(TitleChanged(title))
         return nudge
 
-    def _context(self, session: Session, emit, turn_id: str | None = None) -> ToolContext:
-        async def remember(tool: str, pattern: str, decision: str) -> None:
+    def _context(self, session: Session, emit: Emit, turn_id: str | None = None) -> ToolContext:
+        async def remember(tool: str, pattern: str, decision: RuleDecision) -> None:
             await self.store.add_approval_rule(str(session.roots[0]), tool, pattern, decision)
 
         return ToolContext(

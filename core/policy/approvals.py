@@ -8,7 +8,6 @@ rules remembered per project in the store, outside the repository. Timeouts deny
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import os
 import shlex
@@ -16,47 +15,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from core.events import ApprovalRequest
+from core.events import ApprovalRequest, Decision
 from core.host.sandbox import Grants
 from core.host.sandbox import status as sandbox_status
-from core.paths import is_protected_path, is_secret_path, protected_entry, protected_reason, within
+from core.paths import is_secret_path, protected_entry, protected_reason, within
 from core.policy.command_rules import Assessment, assess
 
 if TYPE_CHECKING:
-    from core.store import SessionStore
+    from core.store import ApprovalStatus, SessionStore
 
 __all__ = [
     "Action",
     "ApprovalBroker",
     "ApprovalPolicy",
-    "ApprovalRequest",
-    "Decision",
     "Mode",
     "Ruling",
     "Verdict",
     "command_program",
     "hard_refused",
-    "is_protected_path",
-    "is_secret_path",
-    "within",
 ]
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["read-only", "ask", "accept-edits", "auto"]
 Verdict = Literal["allow", "ask", "refuse"]
-
-
-class Decision(str, enum.Enum):
-    ALLOW_ONCE = "allow_once"
-    ALLOW_ALWAYS = "allow_always"
-    REJECT_ONCE = "reject_once"
-    REJECT_ALWAYS = "reject_always"
-    CANCELLED = "cancelled"
-
-    @property
-    def allowed(self) -> bool:
-        return self in (Decision.ALLOW_ONCE, Decision.ALLOW_ALWAYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +418,7 @@ class ApprovalBroker:
         finally:
             self._pending.pop(request.id, None)
 
-    async def answer(self, approval_id: str, decision: Decision, *, by: str, status: str | None = None) -> bool:
+    async def answer(self, approval_id: str, decision: Decision, *, by: str, status: ApprovalStatus | None = None) -> bool:
         """Answer a pending question. Returns False when another answer got there first."""
         request = self._pending.get(approval_id)
         open_here = request is not None and request.future is not None and not request.future.done()

@@ -12,16 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.config import Config
-from core.events import Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
+from core.events import ApprovalRequest, Decision, Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
 from core.host.checkpoints import Checkpoints
-from core.host.local import Host
+from core.host.local import BackgroundCommand, Host
+from core.host.processes import CommandResult
 from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 from core.host.text_files import BinaryFileError, TextFile, encode_text
 from core.learning_config import LearningSettings
 from core.messages import FileDiff
 from core.paths import within
-from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, ApprovalRequest, Decision, Ruling
-from core.store import SessionStore
+from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, Ruling
+from core.store import RuleDecision, SessionStore
 from core.tools.diffs import FileChange, FileLedger, display_diff, ledger_for
 from core.tools.errors import ToolError, ToolRejected
 
@@ -60,7 +61,7 @@ class ToolContext:
     call_id: str = ""
     tool_name: str = "?"  # the running call's tool, set by dispatch
     tool_kind: str = "other"
-    remember_rule: Callable[[str, str, str], Awaitable[None]] | None = None
+    remember_rule: Callable[[str, str, RuleDecision], Awaitable[None]] | None = None
     # The turn this call belongs to: a turn's first write of a file checkpoints it. Without
     # one, each call is its own checkpoint.
     turn_id: str | None = None
@@ -196,8 +197,9 @@ class ToolContext:
                 self.files.forget(change.path)
             elif change.move_to is not None:
                 self.files.forget(change.path)
-                self.files.saw(change.move_to, change.after if change.after is not None else change.before.text)
-            else:
+                moved = change.after if change.after is not None else change.before.text if change.before is not None else ""
+                self.files.saw(change.move_to, moved)
+            elif change.after is not None:
                 self.files.saw(change.path, change.after)
         await self._checkpoint(touched, written=True)
         return diffs
@@ -250,7 +252,7 @@ class ToolContext:
             raise ToolError(f"internal error: {path} was written without approval")
         await self.host.write_text(path, content, encoding=encoding)
 
-    async def run_command(self, command: str, cwd: Path, *, timeout: float, output_limit: int):
+    async def run_command(self, command: str, cwd: Path, *, timeout: float, output_limit: int) -> tuple[CommandResult, str]:
         """Run an approved command through the host (the editor's terminal when it has one),
         inside the sandbox with what its approval granted. Returns the result and a note on
         protected paths it created, which are removed ("" when none)."""
@@ -263,7 +265,7 @@ class ToolContext:
         note = await asyncio.to_thread(_remove_new_protected, self.roots, before, self._confinement) if before is not None else ""
         return result, note
 
-    async def start_command(self, command: str, cwd: Path, *, output_limit: int):
+    async def start_command(self, command: str, cwd: Path, *, output_limit: int) -> BackgroundCommand:
         """Start an approved command in the background; it keeps running after the call."""
         if self._command_approved != command:
             raise ToolError("internal error: command started without approval")
@@ -326,7 +328,7 @@ class ToolContext:
         # "Always" is remembered only where it was on offer (never for dangerous commands or secrets).
         if decision in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS) and ruling.offer_always:
             rule_tool, pattern = self.policy.rule_key(action)
-            verdict_word = "allow" if decision.allowed else "deny"
+            verdict_word: RuleDecision = "allow" if decision.allowed else "deny"
             self.policy.rules.insert(0, (rule_tool, pattern, verdict_word))
             if self.remember_rule is not None:
                 await self.remember_rule(rule_tool, pattern, verdict_word)

@@ -13,12 +13,9 @@ tool calls and aclose() arrive from other tasks.
 from __future__ import annotations
 
 import asyncio
-import copy
-import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 from collections import deque
@@ -35,17 +32,16 @@ from core.events import ToolUpdated
 from core.redaction import SECRET_ENV_VARS
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
+from core.tools.mcp_schema import arguments_model, hashed_tool_name, mcp_tool_name, result_text
 from core.tools.registry import Tool, ToolOutput
 
-__all__ = ["McpConnections", "McpServerSpec", "mcp_tool_name", "result_text"]
+__all__ = ["McpConnections", "McpServerSpec"]
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 20.0  # seconds for one server to start and list its tools
 CLOSE_TIMEOUT = 8.0  # the SDK's stdio shutdown alone may take ~6 s (stdin close, TERM, KILL)
-MAX_NAME = 64  # what OpenAI and Anthropic accept for a tool name
 MAX_DESCRIPTION = 1000
-MAX_RESULT_CHARS = 50_000
 MAX_TOOLS_PER_SERVER = 200  # past this a server floods the prompt; the rest are dropped with a problem
 MAX_LIST_PAGES = 20
 
@@ -73,90 +69,11 @@ class McpServerSpec:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-def mcp_tool_name(server: str, tool: str) -> str:
-    """``mcp__<server>__<tool>``, limited to [A-Za-z0-9_-] and 64 characters.
-
-    A name that would be too long keeps its start and gets a short hash of the full name, so
-    it stays unique and the same from session to session (a byte-stable prompt prefix).
-    """
-    name = f"mcp__{_sanitise(server)}__{_sanitise(tool)}"
-    if len(name) <= MAX_NAME:
-        return name
-    return name[: MAX_NAME - 9] + "_" + _short_hash(server, tool)
-
-
-def _sanitise(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", part) or "_"
-
-
-def _short_hash(*parts: str) -> str:
-    return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
-
-
 def _stdio_environment(spec_env: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The environment added for a stdio server: a few safe variables of ours, then its own."""
     env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ and k not in SECRET_ENV_VARS}
     env.update(dict(spec_env))
     return env
-
-
-def result_text(result: Any, limit: int = MAX_RESULT_CHARS) -> str:
-    """The text the model reads for a ``CallToolResult``: text blocks joined, the rest summarised."""
-    parts: list[str] = []
-    has_text = False
-    for block in result.content:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-            has_text = True
-        elif kind in ("image", "audio"):
-            size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # decoded size of the base64
-            parts.append(f"[{kind} {block.mime_type}, {size} bytes]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {block.uri}]")
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            if text is not None:
-                # Embedded text is the content itself (a file, a page): the model needs it.
-                parts.append(f"[resource {resource.uri}]\n{text}")
-                has_text = True
-            else:
-                parts.append(f"[resource {resource.uri}, {resource.mime_type or 'binary'}]")
-        else:
-            parts.append(f"[{kind or 'unknown'} content]")
-    if not has_text and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    text = "\n".join(parts)
-    if len(text) > limit:
-        text = text[:limit] + f"\n[truncated: the result has {len(text)} characters; showing the first {limit}]"
-    return text
-
-
-def _arguments_model(schema: dict[str, Any]) -> type[RootModel[dict[str, Any]]]:
-    """An arguments model that accepts any JSON object and whose JSON schema is the server's."""
-    schema = _normalise_schema(schema)
-
-    class RemoteArguments(RootModel[dict[str, Any]]):
-        # Tool.spec() asks the model for its schema; the server's own schema is the truth, and
-        # the server validates the arguments itself (its errors come back for the model to read).
-        @classmethod
-        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            return copy.deepcopy(schema)
-
-    return RemoteArguments
-
-
-def _normalise_schema(schema: Any) -> dict[str, Any]:
-    """The server's input schema, made safe for Tool.spec() and for providers."""
-    schema = copy.deepcopy(schema) if isinstance(schema, dict) else {}
-    schema.setdefault("type", "object")
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        properties = {}
-    # Boolean sub-schemas are valid JSON Schema, but Tool.spec() edits each property as a dict.
-    schema["properties"] = {key: value if isinstance(value, dict) else ({} if value else {"not": {}}) for key, value in properties.items()}
-    return schema
 
 
 class _StderrTap:
@@ -397,7 +314,7 @@ class McpConnections:
             for remote in connection.remote_tools:
                 name = mcp_tool_name(connection.spec.name, remote.name)
                 if name in seen:  # two remote names that sanitise alike
-                    name = name[: MAX_NAME - 9] + "_" + _short_hash(connection.spec.name, remote.name)
+                    name = hashed_tool_name(name, connection.spec.name, remote.name)
                 seen.add(name)
                 tools.append(_make_tool(connection, remote, name))
         return tools
@@ -436,7 +353,7 @@ def _make_tool(connection: _Connection, remote: Any, name: str) -> Tool:
     return Tool(
         name=name,
         description=description,
-        args_model=_arguments_model(remote.input_schema),
+        args_model=arguments_model(remote.input_schema),
         func=call,
         kind="read" if read_only else "other",
         read_only=read_only,

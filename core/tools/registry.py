@@ -52,7 +52,7 @@ class Tool:
         return ToolSpec(self.name, self.description, _compact(schema, defs))
 
 
-def _compact(node: Any, defs: dict) -> Any:
+def _compact(node: Any, defs: dict[str, Any]) -> Any:
     """A schema without titles, without defaults that go without saying ("", false, 0, [], null), and
     with nested models inlined: smaller, and every provider takes it."""
     if isinstance(node, list):
@@ -77,6 +77,9 @@ def tool(
         args_model = func.__annotations__.get("args")
         if isinstance(args_model, str):
             args_model = func.__globals__[args_model]
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise TypeError(f"tool {func.__name__}: annotate its args parameter with a pydantic model")
+        name = func.__name__
         return Tool(
             name=func.__name__,
             description=(func.__doc__ or "").strip(),
@@ -84,7 +87,7 @@ def tool(
             func=func,
             kind=kind,
             read_only=read_only,
-            title=title or (lambda _args, _n=func.__name__: _n),
+            title=title or (lambda _args: name),
             paths=paths or (lambda _args: []),
         )
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from core.paths import protected_entry
-from core.policy.approvals import Action, ApprovalPolicy, command_program, hard_refused, is_secret_path
+from core.paths import is_secret_path, protected_entry
+from core.policy.approvals import Action, ApprovalPolicy, command_program, hard_refused
 from core.policy.command_rules import assess
 from core.policy.command_words import ParseError
 from core.policy.commands import parse

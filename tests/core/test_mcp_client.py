@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from core.events import PermissionNeeded, ToolUpdated
+from core.events import Decision, PermissionNeeded, ToolUpdated
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy
 from core.tools.context import ToolContext
 from core.tools.dispatch import ToolRun, run_tool
-from core.tools.mcp_client import McpConnections, McpServerSpec, mcp_tool_name, result_text
+from core.tools.mcp_client import McpConnections, McpServerSpec
+from core.tools.mcp_schema import mcp_tool_name, result_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ("-m", "tests.fakes.mcp_server")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.events import PermissionNeeded
+from core.events import Decision, PermissionNeeded
 from core.host.checkpoints import Checkpoints
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy
 from core.store import SessionStore
 from core.tools.context import ToolContext, ToolSettings
 from core.tools.diffs import FileLedger

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.policy.approvals import Decision
+from core.events import Decision
 from core.tools.errors import ToolError
 from tests.toolsets.helpers import Session
 from toolsets.editor.edits import apply_edit

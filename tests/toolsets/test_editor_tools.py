@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.events import PermissionNeeded
+from core.events import Decision, PermissionNeeded
 from core.host.local import LocalHost
 from core.messages import ToolCallPart
-from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Decision
+from core.policy.approvals import ApprovalBroker, ApprovalPolicy
 from core.tools.context import ToolContext
 from core.tools.dispatch import run_tool
 from toolsets import toolset

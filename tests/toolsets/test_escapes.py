@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from core.policy.approvals import Decision
+from core.events import Decision
 from tests.toolsets.helpers import Session
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from core.events import Decision
 from core.host.local import LocalHost
 from core.host.text_files import decode_text, encode_text, write_atomic
-from core.policy.approvals import Decision
 from tests.toolsets.helpers import Session
 
 

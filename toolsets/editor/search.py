@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from core.host.text_files import BinaryFileError, decode_text
-from core.policy.approvals import is_secret_path
+from core.paths import is_secret_path
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
 from core.tools.registry import ToolOutput, tool
@@ -274,7 +274,8 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> ToolOutput:
     only = _file_filter(args.pattern)
 
     def collect() -> tuple[list[str], int]:
-        out, more = [], 0
+        out: list[str] = []
+        more = 0
         for path in walk(root, Ignore(_top(ctx, root))):
             if not only.match_file(path.relative_to(root).as_posix()):
                 continue
