@@ -9,8 +9,8 @@ from pathlib import Path
 import acp
 import pytest
 
-from core.events import ApprovalRequest
-from core.policy.approvals import ApprovalBroker, Decision
+from core.events import ApprovalRequest, Decision
+from core.policy.approvals import ApprovalBroker
 from core.store import SessionStore
 from surface_support.approval_watch import settle_foreign_answers, watch_foreign_answers
 from tests.acp_harness import Client as EditorClient
