@@ -121,6 +121,26 @@ def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found, key=len, reverse=True)
 
 
+def bare_sleeps(source: str) -> int:
+    """Sleeps of a fixed length that no loop repeats: a wait on time, not on a fact."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return 0
+    count = 0
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        nonlocal count
+        if isinstance(node, ast.Call) and not in_loop and FIXED_SLEEP.fullmatch(ast.unparse(node)):
+            count += 1
+        looping = in_loop or isinstance(node, ast.While | ast.For | ast.AsyncFor)
+        for child in ast.iter_child_nodes(node):
+            visit(child, looping)
+
+    visit(tree, False)
+    return count
+
+
 def shape(rev: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp)
@@ -131,6 +151,7 @@ def shape(rev: str) -> dict[str, object]:
         ignores = sum(p.read_text().count("type: ignore") for p in files)
         tests = sorted((tree / "tests").rglob("*.py"))
         sleeps = sum(len(FIXED_SLEEP.findall(p.read_text())) for p in tests)
+        bare = sum(bare_sleeps(p.read_text()) for p in tests)
         cycles = import_cycles(tree)
         return {
             "modules": len(files),
@@ -144,6 +165,7 @@ def shape(rev: str) -> dict[str, object]:
             "modules in cycles": sum(len(c) for c in cycles),
             "# type: ignore": ignores,
             "fixed sleeps in tests": sleeps,
+            "  of them outside a polling loop": bare,
         }
 
 
