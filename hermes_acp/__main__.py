@@ -7,8 +7,13 @@ import asyncio
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from hermes_acp.handshake import EarlyAnswers
+
+if TYPE_CHECKING:
+    from core.config import Config
+    from core.logs import RedactingFilter
 
 __all__ = ["main"]
 
@@ -30,8 +35,8 @@ class _Loader(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(name="hermes-acp-loader", daemon=True)
-        self.config = None
-        self.redactor = None
+        self.config: Config | None = None
+        self.redactor: RedactingFilter | None = None
         self.error: BaseException | None = None
         self._config_loaded = threading.Event()
 
@@ -54,19 +59,20 @@ class _Loader(threading.Thread):
         finally:
             self._config_loaded.set()
 
-    def loaded_config(self):
+    def loaded_config(self) -> Config | None:
         """The config once loaded (None when it is invalid: the server then says why)."""
         self._config_loaded.wait()
         return self.config
 
-    def result(self):
+    def result(self) -> RedactingFilter | None:
+        """The log redactor, once the loader has finished (its error, if any, is raised here)."""
         self.join()
         if self.error is not None:
             raise self.error
         return self.redactor
 
 
-async def _serve(read_fd: int, protocol_fd: int, redactor, early: EarlyAnswers | None) -> None:
+async def _serve(read_fd: int, protocol_fd: int, redactor: RedactingFilter | None, early: EarlyAnswers | None) -> None:
     from acp.agent.connection import AgentSideConnection
 
     from hermes_acp.server import HermesAgent

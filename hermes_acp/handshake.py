@@ -21,11 +21,16 @@ import json
 import os
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.version import version
+
+if TYPE_CHECKING:
+    from core.config import Config
+    from hermes_acp.options import SessionChoices
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -87,14 +92,14 @@ def initialize_result(protocol_version: int, *, terminal_auth: bool, images: boo
     }
 
 
-def new_session_result(session_id: str, config, choices) -> dict[str, Any]:
+def new_session_result(session_id: str, config: Config, choices: SessionChoices) -> dict[str, Any]:
     """The ``session/new`` result as it goes on the wire."""
     from hermes_acp.options import config_options_json, mode_state_json
 
     return {"sessionId": session_id, "modes": mode_state_json(choices.mode), "configOptions": config_options_json(config, choices)}
 
 
-def images_supported(config) -> bool:
+def images_supported(config: Config | None) -> bool:
     """Images are accepted only when the configured model's provider takes them."""
     if config is None or not config.model:
         return False
@@ -102,7 +107,7 @@ def images_supported(config) -> bool:
     return bool(profile and profile.images)
 
 
-def not_ready(config, config_error: str | None = None) -> str | None:
+def not_ready(config: Config | None, config_error: str | None = None) -> str | None:
     """Why a session cannot be created yet (an invalid config, no model, a model that does not
     resolve), or None when it can."""
     from core.config import ConfigError, config_path
@@ -161,7 +166,7 @@ class EarlyAnswers:
 
     read_fd: int
     write_fd: int
-    config: Any  # Callable[[], Config | None]
+    config: Callable[[], Config | None]
     replay: list[bytes] = field(default_factory=list)
     rest: bytes = b""
     answered: dict[int | str, dict[str, Any]] = field(default_factory=dict)  # request id -> the result sent
@@ -194,12 +199,14 @@ class EarlyAnswers:
             return
         self.replay.append(line)
         request = _request(line, "session/new")
-        if request is None or not_ready(config) is not None or not _session_params_ok(request[1]):
+        if request is None or config is None or not_ready(config) is not None or not _session_params_ok(request[1]):
             return
+        ref = config.model_ref()
+        assert ref is not None, "not_ready() found the model to resolve"
         from hermes_acp.options import SessionChoices
 
         session_id = uuid.uuid4().hex
-        self._answer(request[0], new_session_result(session_id, config, SessionChoices(model=config.model_ref().label)))
+        self._answer(request[0], new_session_result(session_id, config, SessionChoices(model=ref.label)))
         self.session_ids.append(session_id)
 
     def _answer(self, request_id: int | str, result: dict[str, Any]) -> None:

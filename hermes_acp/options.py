@@ -44,7 +44,8 @@ def model_choices(config: Config) -> list[str]:
             ref = config.model_ref(spec)
         except ConfigError:
             continue
-        labels.append(ref.label)
+        if ref is not None:
+            labels.append(ref.label)
     for name, provider in config.providers.items():
         labels.extend(f"{name}:{model}" for model in provider.models)
     return list(dict.fromkeys(labels))

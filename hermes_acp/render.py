@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union
+
 from core.events import (
     DiffContent,
     Location,
@@ -17,13 +20,18 @@ from core.events import (
     ToolUpdated,
 )
 
+if TYPE_CHECKING:
+    from acp.schema import ContentToolCallContent, FileEditToolCallContent, TerminalToolCallContent, ToolCallLocation
+
+    AcpToolContent = Union[ContentToolCallContent, FileEditToolCallContent, TerminalToolCallContent]
+
 __all__ = ["acp_content", "acp_locations", "update_for"]
 
 
-def acp_content(items: list[ToolContent]) -> list:
+def acp_content(items: Sequence[ToolContent]) -> list[AcpToolContent]:
     from acp.schema import ContentToolCallContent, FileEditToolCallContent, TerminalToolCallContent, TextContentBlock
 
-    out = []
+    out: list[AcpToolContent] = []
     for item in items:
         if isinstance(item, DiffContent):
             out.append(FileEditToolCallContent(type="diff", path=item.path, old_text=item.old_text, new_text=item.new_text))
@@ -34,7 +42,7 @@ def acp_content(items: list[ToolContent]) -> list:
     return out
 
 
-def acp_locations(items: list[Location]) -> list:
+def acp_locations(items: Sequence[Location]) -> list[ToolCallLocation]:
     from acp.schema import ToolCallLocation
 
     return [ToolCallLocation(path=loc.path, line=loc.line) for loc in items]

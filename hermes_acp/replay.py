@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.events import DiffContent, Location, TextContent
+from core.events import DiffContent, Location, TextContent, ToolContent
 from core.messages import (
     AssistantMessage,
     ImagePart,
@@ -58,11 +58,11 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
                     block = ImageContentBlock(type="image", mime_type=part.media_type, data=part.data)
                     updates.append(UserMessageChunk(session_update="user_message_chunk", content=block))
         elif isinstance(message, AssistantMessage):
-            for part in message.parts:
-                if isinstance(part, ThinkingPart) and part.text and not part.redacted:
-                    updates.append(acp.update_agent_thought_text(part.text))
-                elif isinstance(part, TextPart) and part.text:
-                    updates.append(acp.update_agent_message_text(part.text))
+            for reply in message.parts:
+                if isinstance(reply, ThinkingPart) and reply.text and not reply.redacted:
+                    updates.append(acp.update_agent_thought_text(reply.text))
+                elif isinstance(reply, TextPart) and reply.text:
+                    updates.append(acp.update_agent_message_text(reply.text))
             for call in message.tool_calls:
                 unanswered.append(call.id)
                 found = tools.get(call.name)
@@ -86,7 +86,7 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
         elif isinstance(message, ToolResultMessage):
             if message.tool_call_id in unanswered:
                 unanswered.remove(message.tool_call_id)
-            content = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
+            content: list[ToolContent] = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
             if not content and message.is_error:
                 content = [TextContent(message.content[:MAX_REPLAYED_OUTPUT])]
             updates.append(

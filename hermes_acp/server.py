@@ -10,10 +10,11 @@ import asyncio
 import base64
 import logging
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from core.config import config_path
-from core.events import PermissionNeeded, TurnEnded
+from core.events import PermissionNeeded, StopReason, TurnEnded
 from core.messages import UserMessage
 from hermes_acp.backend import Backend
 from hermes_acp.commands import parse_command
@@ -25,6 +26,39 @@ from hermes_acp.session_ops import SessionOps
 from hermes_acp.turns import Turns
 from hermes_acp.wire import send_update
 
+if TYPE_CHECKING:
+    from acp.interfaces import Client
+    from acp.schema import (
+        AcpMcpServer,
+        AudioContentBlock,
+        AuthenticateResponse,
+        ClientCapabilities,
+        CloseSessionResponse,
+        EmbeddedResourceContentBlock,
+        ForkSessionResponse,
+        HttpMcpServer,
+        ImageContentBlock,
+        Implementation,
+        InitializeResponse,
+        ListSessionsResponse,
+        LoadSessionResponse,
+        McpServerStdio,
+        NewSessionResponse,
+        PromptResponse,
+        ResourceContentBlock,
+        ResumeSessionResponse,
+        SetSessionConfigOptionResponse,
+        SetSessionModeResponse,
+        SseMcpServer,
+        TextContentBlock,
+    )
+
+    from core.logs import RedactingFilter
+    from hermes_acp.transport import StdioTransport
+
+    McpServers = list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio]
+    PromptBlock = TextContentBlock | ImageContentBlock | AudioContentBlock | ResourceContentBlock | EmbeddedResourceContentBlock
+
 __all__ = ["HermesAgent"]
 
 log = logging.getLogger(__name__)
@@ -35,19 +69,31 @@ LIST_PAGE = 50
 class HermesAgent:
     """Implements the agent side of ACP. Methods it does not define answer -32601."""
 
-    def __init__(self, *, transport=None, redactor=None, given_session_ids=()) -> None:
+    def __init__(
+        self,
+        *,
+        transport: StdioTransport | None = None,
+        redactor: RedactingFilter | None = None,
+        given_session_ids: Iterable[str] = (),
+    ) -> None:
         self._backend = Backend(transport=transport, redactor=redactor)
         self._ops = SessionOps(self._backend)
         self._turns = Turns(self._backend, self._ops)
         self._terminal_auth = False
         self._given_ids: list[str] = list(given_session_ids or ())
 
-    def on_connect(self, conn: Any) -> None:
+    def on_connect(self, conn: Client) -> None:
         self._backend.conn = conn
 
     # --- initialize / auth -------------------------------------------------------------
 
-    async def initialize(self, protocol_version: int, client_capabilities=None, client_info=None, **_: Any):
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **_: Any,
+    ) -> InitializeResponse:
         from acp.schema import InitializeResponse
 
         self._backend.client_caps = client_capabilities
@@ -59,7 +105,7 @@ class HermesAgent:
         )
         return InitializeResponse.model_validate(result)
 
-    async def authenticate(self, method_id: str, **_: Any):
+    async def authenticate(self, method_id: str, **_: Any) -> AuthenticateResponse:
         from acp import RequestError
         from acp.schema import AuthenticateResponse
 
@@ -72,7 +118,9 @@ class HermesAgent:
 
     # --- sessions ----------------------------------------------------------------------
 
-    async def new_session(self, cwd: str, mcp_servers=None, additional_directories=None, **_: Any):
+    async def new_session(
+        self, cwd: str, additional_directories: list[str] | None = None, mcp_servers: McpServers | None = None, **_: Any
+    ) -> NewSessionResponse:
         from acp.schema import NewSessionResponse
 
         # The first session/new may already have been answered, with this id (hermes_acp.handshake).
@@ -92,9 +140,11 @@ class HermesAgent:
             raise
         self._ops.after_answer(live)
         log.info("session %s created in %s", session.id, path)
-        return NewSessionResponse.model_validate(new_session_result(session.id, self._backend.config, live.choices))
+        return NewSessionResponse.model_validate(new_session_result(session.id, self._ops.config, live.choices))
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers=None, additional_directories=None, **_: Any):
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: McpServers | None = None, additional_directories: list[str] | None = None, **_: Any
+    ) -> LoadSessionResponse:
         """Replay the whole stored conversation, then answer."""
         from acp.schema import LoadSessionResponse
 
@@ -107,7 +157,9 @@ class HermesAgent:
         await self._ops.announce(live)
         return LoadSessionResponse(modes=mode_state(live.choices.mode), config_options=self._ops.options(live))
 
-    async def resume_session(self, session_id: str, cwd: str, mcp_servers=None, additional_directories=None, **_: Any):
+    async def resume_session(
+        self, session_id: str, cwd: str, additional_directories: list[str] | None = None, mcp_servers: McpServers | None = None, **_: Any
+    ) -> ResumeSessionResponse:
         """Reattach without replaying (the client still shows the conversation)."""
         from acp.schema import ResumeSessionResponse
 
@@ -115,7 +167,9 @@ class HermesAgent:
         await self._ops.announce(live)
         return ResumeSessionResponse(modes=mode_state(live.choices.mode), config_options=self._ops.options(live))
 
-    async def fork_session(self, session_id: str, cwd: str, mcp_servers=None, additional_directories=None, **_: Any):
+    async def fork_session(
+        self, session_id: str, cwd: str, additional_directories: list[str] | None = None, mcp_servers: McpServers | None = None, **_: Any
+    ) -> ForkSessionResponse:
         """A new session that starts with a copy of this one's conversation."""
         from acp import RequestError
         from acp.schema import ForkSessionResponse
@@ -135,9 +189,9 @@ class HermesAgent:
         if mcp_servers:
             await self._ops.connect_mcp(live, mcp_servers)
         self._ops.after_answer(live)
-        return ForkSessionResponse.model_validate(new_session_result(session.id, self._backend.config, live.choices))
+        return ForkSessionResponse.model_validate(new_session_result(session.id, self._ops.config, live.choices))
 
-    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any):
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
         """Stored sessions, newest first, optionally for one directory, paged by an opaque cursor."""
         from acp import RequestError
         from acp.schema import ListSessionsResponse, SessionInfo
@@ -159,7 +213,7 @@ class HermesAgent:
             next_cursor=next_cursor,
         )
 
-    async def close_session(self, session_id: str, **_: Any):
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
         """Stop the session's work, shut its MCP servers down and forget it (the store keeps it)."""
         from acp.schema import CloseSessionResponse
 
@@ -168,14 +222,14 @@ class HermesAgent:
             await self._ops.shutdown(live)
         return CloseSessionResponse()
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **_: Any):
+    async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> SetSessionModeResponse:
         from acp.schema import SetSessionModeResponse
 
         live = self._ops.live(session_id)
         await self._ops.set_mode(live, mode_id, announce_mode=False)
         return SetSessionModeResponse()
 
-    async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **_: Any):
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **_: Any) -> SetSessionConfigOptionResponse:
         from acp import RequestError
         from acp.schema import SetSessionConfigOptionResponse
 
@@ -198,7 +252,7 @@ class HermesAgent:
             raise RequestError.invalid_params({"configId": f"unknown option {config_id!r}; options are model, mode, thought_level"})
         return SetSessionConfigOptionResponse(config_options=self._ops.options(live))
 
-    async def prompt(self, prompt: list, session_id: str, **_: Any):
+    async def prompt(self, session_id: str, prompt: list[PromptBlock], **_: Any) -> PromptResponse:
         from acp.schema import PromptResponse
 
         live = self._ops.live(session_id)
@@ -215,7 +269,7 @@ class HermesAgent:
         else:
             message = await self._turns.user_message(prompt, live)
         asks: set[asyncio.Task] = set()
-        stop = "end_turn"
+        stop: StopReason = "end_turn"
         try:
             async for event in agent.run_turn(live.session, message):
                 if isinstance(event, PermissionNeeded):
@@ -239,6 +293,15 @@ class HermesAgent:
         if live is not None and self._backend.agent is not None:
             log.info("session %s: cancel", session_id)
             self._backend.agent.cancel(live.session)
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """No extension methods: answers -32601."""
+        from acp import RequestError
+
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Extension notifications are ignored."""
 
     async def aclose(self) -> None:
         """Stop running turns and release MCP servers, the model clients and the store (stdin closed)."""

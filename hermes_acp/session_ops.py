@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from core.agent.loop import Agent
     from core.config import Config
     from core.store import SessionStore
+    from core.store.records import SessionRecord
     from hermes_acp.backend import Backend
 
 __all__ = ["SessionOps"]
@@ -101,15 +102,16 @@ class SessionOps:
             await self.connect_mcp(live, mcp_servers)
         return live
 
-    def stored_choices(self, record) -> SessionChoices:
+    def stored_choices(self, record: SessionRecord | None) -> SessionChoices:
         meta = (record.meta if record else None) or {}
         default = self.agent.model.name
         model = meta.get("model") or default
         if model not in model_choices(self.config) and model != default:
             model = default  # the stored model is no longer configured
+        mode = meta.get("mode")
         return SessionChoices(
             model=model,
-            mode=meta.get("mode") if meta.get("mode") in MODES else "ask",
+            mode=mode if isinstance(mode, str) and mode in MODES else "ask",
             thought_level=meta.get("thought_level") or DEFAULT_THOUGHT,
         )
 
@@ -197,6 +199,8 @@ class SessionOps:
 
         try:
             ref = self.config.model_ref(label)
+            if ref is None:
+                raise ConfigError("no model named")
             self._model_for(ref.label)
         except ConfigError as exc:
             raise RequestError.invalid_params({"value": str(exc)}) from None

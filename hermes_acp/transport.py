@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 __all__ = ["StdioTransport"]
@@ -48,18 +48,18 @@ class StdioTransport:
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
         self._closed = False
-        self._after_result: dict[str, list[Callable[[], Awaitable[None]]]] = {}
+        self._after_result: dict[str, list[Callable[[], Coroutine[Any, Any, None]]]] = {}
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._reader = asyncio.StreamReader(limit=MAX_LINE)
+        reader = self._reader = asyncio.StreamReader(limit=MAX_LINE)
         self._settled = asyncio.Event()
         if not self._answered:
             self._settled.set()
         if self._rest:
-            self._reader.feed_data(self._rest)
+            reader.feed_data(self._rest)
         try:
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self._reader), os.fdopen(self._read_fd, "rb", buffering=0))
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._read_fd, "rb", buffering=0))
         except ValueError:  # stdin is a regular file, not a pipe: read it in a thread
             threading.Thread(target=self._feed_from_file, args=(loop,), daemon=True).start()
         try:
@@ -109,7 +109,7 @@ class StdioTransport:
         if not self._answered and self._settled is not None:
             self._settled.set()
 
-    def after_session_answer(self, session_id: str, callback: Callable[[], Awaitable[None]]) -> None:
+    def after_session_answer(self, session_id: str, callback: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``callback`` once the answer naming ``session_id`` is on the wire.
 
         Updates for a new session must follow the answer that tells the client its id.

@@ -19,6 +19,8 @@ from hermes_acp.render import acp_content
 from hermes_acp.wire import request_permission, send_update
 
 if TYPE_CHECKING:
+    from acp.schema import PermissionOptionKind, ToolKind
+
     from hermes_acp.backend import Backend
     from hermes_acp.session_ops import SessionOps
 
@@ -28,7 +30,7 @@ log = logging.getLogger(__name__)
 
 MAX_RESOURCE_CHARS = 200_000
 
-_OPTIONS = (
+_OPTIONS: tuple[tuple[PermissionOptionKind, str, Decision], ...] = (
     ("allow_once", "Allow", Decision.ALLOW_ONCE),
     ("allow_always", "Always allow", Decision.ALLOW_ALWAYS),
     ("reject_once", "Reject", Decision.REJECT_ONCE),
@@ -114,9 +116,9 @@ class Turns:
         """Ask the editor; the answer goes to the broker (the first answer from anywhere wins)."""
         from acp.schema import PermissionOption, ToolCallUpdate
 
-        from core.events import DiffContent, TextContent
+        from core.events import DiffContent, TextContent, ToolContent
 
-        content = [DiffContent(d.path, d.old_text, d.new_text) for d in request.diffs]
+        content: list[ToolContent] = [DiffContent(d.path, d.old_text, d.new_text) for d in request.diffs]
         if request.command:
             content.append(TextContent(f"```sh\n{request.command}\n```"))
         if request.reason and not request.diffs:
@@ -135,7 +137,7 @@ class Turns:
                 ToolCallUpdate(
                     tool_call_id=request.tool_call_id,
                     title=request.title,
-                    kind=request.tool_kind,
+                    kind=_tool_kind(request.tool_kind),
                     status="pending",
                     content=acp_content(content) or None,
                 ),
@@ -205,3 +207,15 @@ class Turns:
                 except (OSError, UnicodeError):
                     pass
         return f"[{block.name}]({uri})"
+
+
+def _tool_kind(kind: str) -> ToolKind:
+    """The ACP tool kind named ``kind``; "other" for a name ACP does not know."""
+    from typing import get_args
+
+    from acp.schema import ToolKind
+
+    for known in get_args(ToolKind):
+        if known == kind:
+            return known
+    return "other"

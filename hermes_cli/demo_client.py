@@ -12,7 +12,26 @@ import difflib
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from acp.interfaces import Agent
+    from acp.schema import (
+        ClientCapabilities,
+        CreateElicitationResponse,
+        CreateTerminalResponse,
+        ElicitationMode,
+        EnvVariable,
+        KillTerminalResponse,
+        PermissionOption,
+        ReadTextFileResponse,
+        ReleaseTerminalResponse,
+        RequestPermissionResponse,
+        TerminalOutputResponse,
+        ToolCallUpdate,
+        WaitForTerminalExitResponse,
+        WriteTextFileResponse,
+    )
 
 __all__ = ["Console", "DemoClient"]
 
@@ -76,10 +95,10 @@ class DemoClient:
         self.failed_tools: list[str] = []
         self._speaking = False
 
-    def on_connect(self, conn: Any) -> None:
+    def on_connect(self, conn: Agent) -> None:
         self.conn = conn
 
-    def capabilities(self):
+    def capabilities(self) -> ClientCapabilities:
         from acp.schema import ClientCapabilities, FileSystemCapabilities
 
         return ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False)
@@ -137,7 +156,9 @@ class DemoClient:
 
     # -- approvals -------------------------------------------------------------------------
 
-    async def request_permission(self, options: list, session_id: str, tool_call: Any, **_: Any):
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **_: Any
+    ) -> RequestPermissionResponse:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
         out = self.console
@@ -166,7 +187,7 @@ class DemoClient:
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
 
     @staticmethod
-    def _choose(options: list, kind: str) -> str | None:
+    def _choose(options: list[PermissionOption], kind: str) -> str | None:
         for option in options:
             if option.kind == kind:
                 return option.option_id
@@ -204,7 +225,9 @@ class DemoClient:
             raise acp.RequestError.invalid_params({"path": f"{path} is outside the demo project"})
         return resolved
 
-    async def read_text_file(self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **_: Any):
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **_: Any
+    ) -> ReadTextFileResponse:
         import acp
         from acp.schema import ReadTextFileResponse
 
@@ -219,7 +242,7 @@ class DemoClient:
             text = "".join(lines[start : start + limit] if limit is not None else lines[start:])
         return ReadTextFileResponse(content=text)
 
-    async def write_text_file(self, content: str, path: str, session_id: str, **_: Any):
+    async def write_text_file(self, session_id: str, path: str, content: str, **_: Any) -> WriteTextFileResponse:
         from acp.schema import WriteTextFileResponse
 
         target = self._inside(path)
@@ -227,11 +250,56 @@ class DemoClient:
         target.write_text(content, encoding="utf-8")
         return WriteTextFileResponse()
 
+    # -- what the demo does not offer: a terminal (its capabilities say so), elicitation, extensions --
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **_: Any,
+    ) -> CreateTerminalResponse:
+        raise _not_offered("terminal/create")
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **_: Any) -> TerminalOutputResponse:
+        raise _not_offered("terminal/output")
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **_: Any) -> ReleaseTerminalResponse | None:
+        raise _not_offered("terminal/release")
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **_: Any) -> WaitForTerminalExitResponse:
+        raise _not_offered("terminal/wait_for_exit")
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **_: Any) -> KillTerminalResponse | None:
+        raise _not_offered("terminal/kill")
+
+    async def create_elicitation(self, message: str, mode: ElicitationMode, **_: Any) -> CreateElicitationResponse:
+        raise _not_offered("elicitation/create")
+
+    async def complete_elicitation(self, elicitation_id: str, **_: Any) -> None:
+        return None
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise _not_offered(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
     def relative(self, text: str) -> str:
         """Paths inside the project, shown relative to it."""
         for root in self._roots:
             text = text.replace(root + os.sep, "")
         return text
+
+
+def _not_offered(method: str) -> Exception:
+    """The error for a method the demo client does not offer (-32601)."""
+    import acp
+
+    return acp.RequestError.method_not_found(method)
 
 
 def _output_of(update: Any) -> str:
