@@ -7,10 +7,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.events import ApprovalRequest
+from core.events import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
-from core.policy.approvals import Decision
 from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
 from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text

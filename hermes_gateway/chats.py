@@ -20,9 +20,8 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from core.events import ApprovalRequest, Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
+from core.events import ApprovalRequest, Decision, Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
-from core.policy.approvals import Decision
 from hermes_gateway.access import not_yours
 from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text

@@ -20,6 +20,7 @@ from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
     from core.config import Config
+    from core.policy.approvals import Mode
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobStore
     from hermes_gateway.access import SessionAccess
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMANDS", "Commands"]
 
-MODES = ("read-only", "ask", "accept-edits", "auto")
+MODES: tuple[Mode, ...] = ("read-only", "ask", "accept-edits", "auto")
 COMMANDS = {
     "new": "start a fresh conversation in this chat's project",
     "sessions": "your recent sessions (the owner's: every surface's)",
@@ -130,12 +131,13 @@ class Commands:
         if not arg:
             await self._say(target, f"Mode: {conversation.mode}. Set with /mode {'|'.join(MODES)}.")
             return
-        if arg not in MODES:
+        mode = next((m for m in MODES if m == arg), None)
+        if mode is None:
             await self._say(target, f"Unknown mode {arg!r}; one of {', '.join(MODES)}.")
             return
-        conversation.mode = arg
+        conversation.mode = mode
         if conversation.session is not None:
-            conversation.session.policy.mode = arg  # type: ignore[assignment]
+            conversation.session.policy.mode = mode
         await self._conversations.save(conversation)
         await self._say(target, f"Mode set to {arg}.")
 

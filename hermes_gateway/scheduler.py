@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from telegram.error import TelegramError
 
-from core.events import PermissionNeeded, TextDelta, TurnEnded
+from core.events import Decision, PermissionNeeded, TextDelta, TurnEnded
 from core.messages import UserMessage
-from core.policy.approvals import Decision
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ class Scheduler:
                         text.append(event.text)
                     elif isinstance(event, PermissionNeeded):
                         request = event.request
-                        await agent.broker.answer(request.id, Decision.REJECT_ONCE, by="cron")  # type: ignore[attr-defined]
+                        await agent.broker.answer(request.id, Decision.REJECT_ONCE, by="cron")
                     elif isinstance(event, TurnEnded):
                         error = event.error
             reply = "".join(text).strip()

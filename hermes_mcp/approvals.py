@@ -144,7 +144,7 @@ def approvals_list_view(views: list[ApprovalView], client_answers: bool) -> Appr
 
 async def respond(backend: Backend, tasks: TaskManager, approval_id: str, decision: Decision) -> ApprovalAnswer:
     """Answer one question this process's tasks asked; the first answer from anywhere wins."""
-    from core.policy.approvals import Decision as CoreDecision
+    from core.events import Decision as CoreDecision
 
     if decision not in _CORE_DECISIONS:
         raise ApprovalChoice(f"decision must be one of {', '.join(_CORE_DECISIONS)}")

@@ -183,7 +183,7 @@ async def _elicit_now(ctx: Context, runtime: Runtime, task: Task, request: Any) 
 
 async def _apply(runtime: Runtime, request: Any, action: str | None, decision: Any) -> bool:
     """Give the broker the user's answer; a dismissed form leaves the question open."""
-    from core.policy.approvals import Decision
+    from core.events import Decision
 
     agent = runtime.agent_if_built
     if agent is None:

@@ -61,7 +61,7 @@ def capabilities() -> dict[str, Any]:
     }
 
 
-def initialize_request_id(line: bytes | str) -> int | str | None:
+def initialize_request_id(line: bytes | bytearray | str) -> int | str | None:
     """The id of a well-formed ``initialize`` request on this line, else None.
 
     Anything unusual (a batch, missing fields, odd types) returns None, and the SDK answers it
@@ -87,7 +87,7 @@ def initialize_request_id(line: bytes | str) -> int | str | None:
     return request_id
 
 
-def initialize_answer(line: bytes | str) -> bytes | None:
+def initialize_answer(line: bytes | bytearray | str) -> bytes | None:
     """The JSON-RPC response line for an ``initialize`` request, or None to leave it to the SDK."""
     request_id = initialize_request_id(line)
     if request_id is None:

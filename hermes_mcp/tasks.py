@@ -29,19 +29,20 @@ from core.events import (
     ToolUpdated,
     TurnEnded,
 )
-from hermes_mcp.views import RESULT_BUDGET, ChangedFile, Step, TaskView, clip, clip_tail, json_size, request_view, unified_diff
+from hermes_mcp.views import RESULT_BUDGET, ChangedFile, Step, TaskStatus, TaskView, clip, clip_tail, json_size, request_view, unified_diff
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from core.agent.loop import Session
+    from core.policy.approvals import Mode
     from hermes_mcp.backend import Backend
 
 __all__ = ["MODES", "Task", "TaskError", "TaskManager"]
 
 log = logging.getLogger(__name__)
 
-MODES = ("read-only", "ask", "accept-edits", "auto")
+MODES: tuple[Mode, ...] = ("read-only", "ask", "accept-edits", "auto")
 MAX_TASKS_KEPT = 200
 REPLY_CHARS = 16_000
 STEPS_SHOWN = 40
@@ -82,7 +83,7 @@ class Task:
         return self.ended is not None
 
     @property
-    def status(self) -> str:
+    def status(self) -> TaskStatus:
         if self.finished:
             if self.error:
                 return "failed"
@@ -137,7 +138,7 @@ class Task:
                         self._record_change(item)
         elif isinstance(event, PermissionNeeded):
             request = event.request
-            self.approvals.append(request)  # type: ignore[arg-type]
+            self.approvals.append(request)
             future = getattr(request, "future", None)
             if future is not None:
                 future.add_done_callback(lambda _f: self.touch())
@@ -168,7 +169,7 @@ class Task:
         view = TaskView(
             task_id=self.id,
             session_id=self.session.id,
-            status=self.status,  # type: ignore[arg-type]
+            status=self.status,
             cwd=str(cwd),
             mode=self.mode,
             title=self.session.title,
@@ -267,7 +268,8 @@ class TaskManager:
         from core.messages import UserMessage
         from hermes_mcp.projects import confine
 
-        if mode not in MODES:
+        chosen = next((m for m in MODES if m == mode), None)
+        if chosen is None:
             raise TaskError(f"mode must be one of {', '.join(MODES)}")
         if mode == "auto" and not self._allow_auto:
             raise TaskError(
@@ -287,16 +289,16 @@ class TaskManager:
             path = path or confine(record.cwd, allowed)
             session = self._sessions.get(session_id)
             if session is None or session.cwd != path:
-                session = await agent.open_session(session_id, host, cwd=path, mode=mode)  # type: ignore[arg-type]
+                session = await agent.open_session(session_id, host, cwd=path, mode=chosen)
                 if session is None:
                     raise TaskError(f"No session {session_id!r}.")
                 self._sessions[session_id] = session
         else:
             if path is None:
                 raise TaskError("cwd is required for a new task: the absolute path of the project directory.")
-            session = await agent.new_session(path, host, mode=mode)  # type: ignore[arg-type]
+            session = await agent.new_session(path, host, mode=chosen)
             self._sessions[session.id] = session
-        session.policy.mode = mode  # type: ignore[assignment]
+        session.policy.mode = chosen
         self._on_project(session.cwd)
         task = Task(id=uuid.uuid4().hex[:12], session=session, prompt=prompt, mode=mode, client_answers=self._trust_client_approvals)
         self._tasks[task.id] = task
