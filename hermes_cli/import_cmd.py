@@ -9,6 +9,10 @@ import argparse
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.learning.memory import Kind
 
 __all__ = ["import_home", "register", "run"]
 
@@ -61,7 +65,8 @@ def import_home(source: Path, *, dry_run: bool = False) -> tuple[list[str], list
                 (home() / "SOUL.md").write_text(text, encoding="utf-8")
             taken.append(f"SOUL.md from {soul}")
 
-    for kind, name in (("memory", "MEMORY.md"), ("user", "USER.md")):
+    kinds: tuple[tuple[Kind, str], ...] = (("memory", "MEMORY.md"), ("user", "USER.md"))
+    for kind, name in kinds:
         found = _first([p / name for p in places])
         if found is not None:
             _import_memory(found, kind, taken, skipped, dry_run)
@@ -74,7 +79,7 @@ def import_home(source: Path, *, dry_run: bool = False) -> tuple[list[str], list
     return taken, skipped
 
 
-def _import_memory(path: Path, kind: str, taken: list[str], skipped: list[str], dry_run: bool) -> None:
+def _import_memory(path: Path, kind: Kind, taken: list[str], skipped: list[str], dry_run: bool) -> None:
     from core.learning import memory
     from core.learning.context import current_settings
     from core.learning.screening import screen
@@ -97,7 +102,7 @@ def _import_memory(path: Path, kind: str, taken: list[str], skipped: list[str], 
             taken.append(f"{label} -> {memory.FILES[kind]}")
             continue
         try:
-            memory.change_memory("add", kind, text=chunk, who="import", settings=current_settings())  # type: ignore[arg-type]
+            memory.change_memory("add", kind, text=chunk, who="import", settings=current_settings())
             taken.append(f"{label} -> {memory.FILES[kind]}")
         except memory.MemoryError as exc:
             skipped.append(f"{label}: {str(exc).split('.')[0]}")

@@ -22,6 +22,7 @@ from telegram.error import TelegramError
 
 from core.events import ApprovalRequest, Decision, Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
+from core.policy.approvals import as_mode
 from hermes_gateway.access import not_yours
 from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
@@ -218,7 +219,7 @@ class Conversations:
     async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
         from core.host.local import LocalHost
 
-        return await self._agent.open_session(session_id, LocalHost(self._config.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        return await self._agent.open_session(session_id, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
 
     async def save(self, conversation: Conversation) -> None:
         from core.store.gateway import ChatBinding
@@ -231,7 +232,7 @@ class Conversations:
         from core.host.local import LocalHost
 
         path = Path(self._projects.paths[conversation.project])
-        session = await self._agent.new_session(path, LocalHost(self._config.secrets), mode=conversation.mode)  # type: ignore[arg-type]
+        session = await self._agent.new_session(path, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
         if user_id is not None:
             await self._gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
         conversation.session = session

@@ -21,6 +21,7 @@ from telegram.error import TelegramError
 
 from core.events import Decision, PermissionNeeded, TextDelta, TurnEnded
 from core.messages import UserMessage
+from core.policy.approvals import as_mode
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ class Scheduler:
         session_id = None
         try:
             agent = self._agent
-            session = await agent.new_session(Path(job.project), LocalHost(self._config.secrets), mode=job.mode)  # type: ignore[arg-type]
+            session = await agent.new_session(Path(job.project), LocalHost(self._config.secrets), mode=as_mode(job.mode))
             session_id = session.id
             if job.owner_id is not None:  # the run is its maker's; a machine job's run is the owner's
                 await self._gateway_store.record_starter(session.id, job.owner_id, chat_key=None, origin="cron")

@@ -13,7 +13,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
 from core.events import ApprovalRequest, Decision
 from core.host.sandbox import Grants
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from core.store import ApprovalStatus, SessionStore
 
 __all__ = [
+    "MODES",
+    "as_mode",
     "Action",
     "ApprovalBroker",
     "ApprovalPolicy",
@@ -38,6 +40,17 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Mode = Literal["read-only", "ask", "accept-edits", "auto"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+
+def as_mode(text: str) -> Mode:
+    """``text`` as a mode; a ValueError that names the modes when it is none of them."""
+    for mode in MODES:
+        if text == mode:
+            return mode
+    raise ValueError(f"unknown mode {text!r}; the modes are {', '.join(MODES)}")
+
+
 Verdict = Literal["allow", "ask", "refuse"]
 
 
