@@ -295,9 +295,11 @@ async def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path):
     pid_file = tmp_path / "silent.pid"
     script = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
     silent = McpServerSpec("silent", "stdio", command=sys.executable, args=("-c", script, str(pid_file)))
-    problems = await connections.start([silent, _stdio("good")])
+    # Alone: a server that does answer needs more than this 1 s on a loaded machine (that one
+    # failing server leaves the others working is the stderr test's case, with default timeouts).
+    problems = await connections.start([silent])
     assert len(problems) == 1 and "no answer within 1 s" in problems[0]
-    assert [t for t in connections.tools() if t.name == "mcp__good__echo"]
+    assert connections.tools() == []
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
     await connections.aclose()
