@@ -6,9 +6,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from core.config import Config, ConfigError, load_config
+from core.config import Config
 from core.host.local import LocalHost
 from hermes_acp.handshake import not_ready
+from surface_support.configuration import read_config
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
@@ -36,13 +37,7 @@ class Backend:
         self.watch: asyncio.Task[None] | None = None
 
     def load_config(self) -> None:
-        try:
-            self.config = load_config()
-            self.config_error = None
-        except ConfigError as exc:
-            self.config, self.config_error = None, str(exc)
-        if self.config is not None and self.redactor is not None:
-            self.redactor.add(self.config.secrets)
+        self.config, self.config_error = read_config(self.redactor)
 
     def ready_error(self) -> str | None:
         return not_ready(self.config, self.config_error)

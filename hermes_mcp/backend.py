@@ -11,7 +11,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from core.config import Config, ConfigError, config_path, load_config
+from core.config import Config, ConfigError, config_path
+from surface_support.configuration import read_config
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
@@ -41,13 +42,7 @@ class Backend:
         self.load_config()
 
     def load_config(self) -> Config | None:
-        try:
-            self.config = load_config()
-            self.config_error = None
-        except ConfigError as exc:
-            self.config, self.config_error = None, str(exc)
-        if self.config is not None and self.redactor is not None:
-            self.redactor.add(self.config.secrets)
+        self.config, self.config_error = read_config(self.redactor)
         return self.config
 
     @property
