@@ -24,5 +24,6 @@ The ground floor, importable by every room and importing none: ``config`` (with
 ``state_home``, ``locked_json``, ``tokens``, ``version``.
 
 What only surfaces use lives outside: ``surface_support/`` (approval watching, pairing, the
-interactive set-up). A new chat platform is an adapter in ``hermes_gateway/``.
+interactive set-up, reading the configuration). A new chat platform is an adapter in
+``hermes_gateway/``.
 """
