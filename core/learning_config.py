@@ -19,7 +19,7 @@ class LearningSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     compat_files: Literal["auto", "always", "never"] = Field(
-        default="auto", description="read CLAUDE.md, .cursorrules, copilot-instructions: auto = when no AGENTS.md"
+        default="auto", description="read CLAUDE.md, GEMINI.md, .cursorrules, copilot-instructions: auto = when no AGENTS.md"
     )
     context_file_chars: int = Field(default=16_000, ge=1_000, description="cap per context file")
     soul_chars: int = Field(default=6_000, ge=500)

@@ -34,7 +34,7 @@ __all__ = [
 
 AGENTS = "AGENTS.md"
 # Files other agents read, used when a project has no AGENTS.md (see LearningSettings.compat_files).
-COMPAT_FILES = ("CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
+COMPAT_FILES = ("CLAUDE.md", "GEMINI.md", ".cursorrules", ".github/copilot-instructions.md")
 
 
 def settings_from(config: object | None) -> LearningSettings:

@@ -61,6 +61,20 @@ def test_compat_files_only_when_no_agents_md(tmp_path):
     assert load_project_context(tmp_path, LearningSettings(compat_files="never")).files == ()
 
 
+def test_gemini_md_is_a_compat_file(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / ".git").mkdir()
+    (root / "GEMINI.md").write_text("gemini rules\n")
+    context = load_project_context(root)
+    assert [f.path for f in context.files] == [root / "GEMINI.md"] and "gemini rules" in context.render()
+    assert root / "GEMINI.md" in context.watched
+    assert load_project_context(root, LearningSettings(compat_files="never")).files == ()
+    (root / "AGENTS.md").write_text("agents rules\n")
+    assert "gemini rules" not in load_project_context(root).render()
+    assert "gemini rules" in load_project_context(root, LearningSettings(compat_files="always")).render()
+
+
 def test_long_files_keep_head_and_tail_with_a_marker(tmp_path):
     text = "".join(f"line {i}\n" for i in range(5000))
     cut = truncate_middle(text, 2000, tmp_path / "AGENTS.md")
