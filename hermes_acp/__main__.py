@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from core.version import version
 from hermes_acp.handshake import EarlyAnswers
 
 if TYPE_CHECKING:
@@ -93,6 +94,10 @@ async def _serve(read_fd: int, protocol_fd: int, redactor: RedactingFilter | Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] in (["--version"], ["-V"]):
+        # Answered before the state home is touched and before anything else loads.
+        print(f"hermes-acp {version()}")
+        return 0
     from core.state_home import ensure_private_home
 
     ensure_private_home()
@@ -101,13 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Agent Client Protocol server for editors (Zed, JetBrains, VS Code). Speaks JSON-RPC on stdio.",
     )
     parser.add_argument("--setup", action="store_true", help="configure a provider and model interactively, then exit")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("-V", "--version", action="version", version=f"hermes-acp {version()}")
     args = parser.parse_args(argv)
-    if args.version:
-        from core.version import version
-
-        print(f"hermes-acp {version()}")
-        return 0
     if args.setup:
         from surface_support.setup_wizard import run_setup
 

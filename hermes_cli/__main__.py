@@ -13,13 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from core.version import version
+
 __all__ = ["main"]
-
-
-def _version() -> str:
-    from core.version import version
-
-    return version()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="hermes-editor",
         description="Admin CLI for hermes-editor, the agent your editor talks to over ACP (hermes-acp).",
     )
-    parser.add_argument("--version", action="version", version=f"hermes-editor {_version()}")
+    parser.add_argument("-V", "--version", action="version", version=f"hermes-editor {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     commands.add_parser("setup", help="choose a provider, key and model; write config.toml")
@@ -62,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] in (["--version"], ["-V"]):
+        # Answered before the state home is touched and before the subcommands' modules load.
+        print(f"hermes-editor {version()}")
+        return 0
     from core.state_home import ensure_private_home
 
     ensure_private_home()

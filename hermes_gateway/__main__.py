@@ -13,6 +13,8 @@ import logging
 import signal
 import sys
 
+from core.version import version
+
 __all__ = ["main"]
 
 log = logging.getLogger("hermes_gateway")
@@ -22,12 +24,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hermes-gateway", description="Messaging gateway (Telegram) and cron scheduler for hermes-editor."
     )
+    parser.add_argument("-V", "--version", action="version", version=f"hermes-gateway {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("run", help="run in the foreground until SIGTERM/SIGINT (what the service units start)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] in (["--version"], ["-V"]):
+        # Answered before the state home is touched and before anything else loads.
+        print(f"hermes-gateway {version()}")
+        return 0
     from core.state_home import ensure_private_home
 
     ensure_private_home()

@@ -162,6 +162,12 @@ def _http(address: tuple[str, int], options: dict[str, bool]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hermes_mcp.handshake import server_version
+
+    if (sys.argv[1:] if argv is None else argv)[:1] in (["--version"], ["-V"]):
+        # Answered before the state home is touched and before anything else loads.
+        print(f"hermes-mcp {server_version()}")
+        return 0
     from core.state_home import ensure_private_home
 
     ensure_private_home()
@@ -186,13 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         "(its own writes and commands) by itself; without it only the user answers: in the client's form, the editor, "
         "the phone, or 'hermes-editor approvals'",
     )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("-V", "--version", action="version", version=f"hermes-mcp {server_version()}")
     args = parser.parse_args(argv)
-    if args.version:
-        from hermes_mcp.handshake import server_version
-
-        print(f"hermes-mcp {server_version()}")
-        return 0
     options = {"allow_auto": args.allow_auto, "trust_client_approvals": args.trust_client_approvals}
     if args.http is not None:
         return _http(args.http, options)
