@@ -7,14 +7,16 @@ repr, log line or error message can carry them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
 from core.learning_config import LearningSettings
@@ -218,6 +220,8 @@ class Config(_Strict):
     learning: LearningSettings = Field(default_factory=LearningSettings)
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    # The environment variable ``model`` came from, when it did not come from config.toml.
+    _model_env: str | None = PrivateAttr(default=None)
 
     def profile(self, spec: str | None = None) -> ProviderProfile | None:
         """The quirk profile of a model's provider; None when no model resolves."""
@@ -237,7 +241,7 @@ class Config(_Strict):
         spec = spec or self.model
         if not spec:
             return None
-        return parse_model_ref(spec, self.providers)
+        return parse_model_ref(spec, self.providers, env=self._model_env if spec == self.model else None)
 
     @property
     def secrets(self) -> list[str]:
@@ -264,27 +268,53 @@ class ModelRef:
 
 
 class ConfigError(Exception):
-    """A configuration problem, naming the file, the key and what was expected."""
+    """A configuration problem, naming the file and key (or the environment variable) and what was expected."""
 
-    def __init__(self, message: str, *, path: Path | None = None, key: str | None = None) -> None:
+    def __init__(self, message: str, *, path: Path | None = None, key: str | None = None, env: str | None = None) -> None:
         self.path = path
         self.key = key
-        where = f"{path}" if path else "configuration"
-        if key:
-            where += f", key '{key}'"
+        self.env = env
+        if env:
+            where = f"environment variable {env}"
+        else:
+            where = f"{path}" if path else "configuration"
+            if key:
+                where += f", key '{key}'"
         super().__init__(f"{where}: {message}")
 
 
-def parse_model_ref(spec: str, providers: dict[str, ProviderConfig]) -> ModelRef:
+_MODEL_ENV = "HERMES_MODEL"
+_MODEL_EXAMPLE = '"openai:gpt-4.1" (or "ollama:qwen3:8b")'
+
+
+def _model_form_problem(spec: str) -> str | None:
+    """What is wrong with the form of a model reference ('openai:', ':gpt-4'), or None."""
+    provider, sep, model = spec.partition(":")
+    if not sep:
+        return None
+    if not provider.strip() and not model.strip():
+        return f"model '{spec}' names neither a provider nor a model"
+    if not provider.strip():
+        return f"model '{spec}' names no provider before ':'"
+    if not model.strip():
+        return f"model '{spec}' names no model after ':'"
+    return None
+
+
+def parse_model_ref(spec: str, providers: dict[str, ProviderConfig], *, env: str | None = None) -> ModelRef:
+    """Resolve ``spec`` against the configured providers; errors blame ``env`` when the spec came from it."""
+    blame: dict[str, Any] = {"env": env} if env else {"path": config_path(), "key": "model"}
+    if problem := _model_form_problem(spec):
+        raise ConfigError(f"{problem}; write it as 'provider:model', e.g. {_MODEL_EXAMPLE}.", **blame)
     provider, sep, model = spec.partition(":")
     if sep and provider in providers:
         return ModelRef(provider, model, providers[provider])
     if sep and provider in PROFILES:
+        fix = f"Add [providers.{provider}] to config.toml or set {PROFILES[provider].key_env or 'its base_url'}"
         raise ConfigError(
             f"model '{spec}' names provider '{provider}', which is not configured. "
-            f"Add [providers.{provider}] to config.toml or set {PROFILES[provider].key_env or 'its base_url'}.",
-            path=config_path(),
-            key="model",
+            + (f"{fix}, or set {env} to a configured provider's model." if env else f"{fix}."),
+            **blame,
         )
     # A bare model name (which may itself contain ':' as in Ollama's "qwen3:8b").
     if len(providers) == 1:
@@ -294,13 +324,11 @@ def parse_model_ref(spec: str, providers: dict[str, ProviderConfig]) -> ModelRef
         raise ConfigError(
             f"model '{spec}' is set but no provider is configured. Set OPENAI_API_KEY, "
             "ANTHROPIC_API_KEY or OPENROUTER_API_KEY, or add a [providers.NAME] table.",
-            path=config_path(),
-            key="model",
+            **blame,
         )
     raise ConfigError(
         f"model '{spec}' does not say which provider to use; write it as 'provider:model' with one of: {', '.join(sorted(providers))}.",
-        path=config_path(),
-        key="model",
+        **blame,
     )
 
 
@@ -326,6 +354,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         key = ".".join(str(p) for p in err["loc"])
         expected = _expected(err)
         raise ConfigError(f"{expected}. Fix it in the file or run 'hermes-editor setup'.", path=path, key=key) from None
+    _check_model_forms(config, path)
 
     for name in _ENV_PROVIDERS:
         profile = PROFILES[name]
@@ -344,8 +373,14 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         config.telegram.token = SecretStr(env["TELEGRAM_BOT_TOKEN"])
     if env.get("TELEGRAM_API_BASE_URL"):
         config.telegram.api_base_url = env["TELEGRAM_API_BASE_URL"]
-    if env.get("HERMES_MODEL"):
-        config.model = env["HERMES_MODEL"]
+    if env_model := env.get(_MODEL_ENV):
+        if problem := _model_form_problem(env_model):
+            raise ConfigError(
+                f"{problem}. Set it as provider:model, e.g. {_MODEL_ENV}=openai:gpt-4.1, or unset it to use config.toml's model.",
+                env=_MODEL_ENV,
+            )
+        config.model = env_model
+        config._model_env = _MODEL_ENV
     for name, provider in config.providers.items():
         profile = provider.resolved_profile(name)
         if profile.wire == "openai" and not (provider.base_url or profile.base_url) and name != "openai":
@@ -360,9 +395,48 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     return config
 
 
+def _check_model_forms(config: Config, path: Path) -> None:
+    """Reject model references without a provider or a model ('openai:', ':gpt-4') in the file."""
+    refs = [("model", config.model), ("learning.summary_model", config.learning.summary_model)]
+    refs += [(f"fallback_models.{i}", spec) for i, spec in enumerate(config.fallback_models)]
+    for key, spec in refs:
+        if spec and (problem := _model_form_problem(spec)):
+            raise ConfigError(f'{problem}; write it as "provider:model", e.g. {_MODEL_EXAMPLE}.', path=path, key=key)
+
+
+def _table(annotation: Any) -> Any:
+    """``annotation`` without ``| None``."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the table at ``loc`` (a path into Config) accepts; [] when ``loc`` is not a table."""
+    current: Any = Config
+    for part in loc:
+        current = _table(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return []
+            current = field.annotation
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        else:
+            return []
+    current = _table(current)
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+
+
 def _expected(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
+        *table, name = err["loc"]
+        nearest = difflib.get_close_matches(str(name), _known_keys(tuple(table)), n=1)
+        if nearest:
+            return f"is not a known setting; did you mean `{nearest[0]}`? (see the configuration reference in the README)"
         return "is not a known setting (check the spelling; see the configuration reference in the README)"
     if kind == "missing":
         return "is required"

@@ -27,6 +27,79 @@ def test_unknown_key_and_bad_toml(hermes_home):
         load_config(env={})
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "nearest"),
+    [
+        ("modle = 'x'\n", "modle", "model"),
+        ("[learnings]\n", "learnings", "learning"),
+        ("[providers.openai]\napi_kye = 'x'\n", "providers.openai.api_kye", "api_key"),
+        ("[learning]\ncompat_file = 'never'\n", "learning.compat_file", "compat_files"),
+        ("[telegram]\nallowed_user = [1]\n", "telegram.allowed_user", "allowed_users"),
+        ("[gateway]\nownr = 1\n", "gateway.ownr", "owner"),
+        ("[mcp]\nproject = []\n", "mcp.project", "projects"),
+        ("[sandbox]\nhid = []\n", "sandbox.hid", "hide"),
+    ],
+)
+def test_unknown_key_suggests_the_nearest(hermes_home, text, key, nearest):
+    config_path().write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(env={})
+    message = str(info.value)
+    assert str(config_path()) in message and f"key '{key}'" in message and f"did you mean `{nearest}`?" in message
+
+
+def test_unknown_key_without_a_near_one_asks_for_the_spelling(hermes_home):
+    config_path().write_text("zzzzzz = 1\n")
+    with pytest.raises(ConfigError, match="zzzzzz.*not a known setting") as info:
+        load_config(env={})
+    assert "did you mean" not in str(info.value) and "check the spelling" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('model = "openai:"\n', "model"),
+        ('model = ":"\n', "model"),
+        ('model = ":gpt-4"\n', "model"),
+        ('fallback_models = ["openai:gpt-4.1", "anthropic:"]\n', "fallback_models.1"),
+        ('[learning]\nsummary_model = ":x"\n', "learning.summary_model"),
+    ],
+)
+def test_model_without_provider_or_name_is_rejected_at_load(hermes_home, text, key):
+    config_path().write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(env={"OPENAI_API_KEY": "sk-1234567"})
+    message = str(info.value)
+    assert str(config_path()) in message and f"key '{key}'" in message and '"openai:gpt-4.1"' in message
+    assert info.value.key == key and info.value.env is None
+
+
+@pytest.mark.parametrize("value", ["openai:", ":", ":gpt-4"])
+def test_bad_hermes_model_is_blamed_on_the_variable(hermes_home, value):
+    config_path().write_text('model = "openai:gpt-4.1"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(env={"OPENAI_API_KEY": "sk-1234567", "HERMES_MODEL": value})
+    message = str(info.value)
+    assert message.startswith("environment variable HERMES_MODEL:") and "HERMES_MODEL=openai:gpt-4.1" in message
+    assert "config.toml," not in message and str(config_path()) not in message
+    assert info.value.env == "HERMES_MODEL" and info.value.path is None
+
+
+def test_unresolvable_hermes_model_is_blamed_on_the_variable(hermes_home):
+    config = load_config(env={"HERMES_MODEL": "anthropic:claude-x", "OPENAI_API_KEY": "sk-1234567"})
+    with pytest.raises(ConfigError) as info:
+        config.model_ref()
+    message = str(info.value)
+    assert message.startswith("environment variable HERMES_MODEL:") and "ANTHROPIC_API_KEY" in message
+    assert str(config_path()) not in message
+    config_path().write_text('model = "anthropic:claude-x"\n')
+    from_file = load_config(env={"OPENAI_API_KEY": "sk-1234567"})
+    with pytest.raises(ConfigError) as info:
+        from_file.model_ref()
+    assert str(info.value).startswith(f"{config_path()}, key 'model':")
+    assert from_file.model_ref("openai:gpt-x").label == "openai:gpt-x"
+
+
 def test_nested_key_is_named(hermes_home):
     config_path().write_text('[providers.local]\nbase_url = "http://x"\ntimeout = -1\n')
     with pytest.raises(ConfigError, match=r"providers\.local\.timeout"):
