@@ -220,8 +220,8 @@ class Config(_Strict):
     learning: LearningSettings = Field(default_factory=LearningSettings)
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    # The environment variable ``model`` came from, when it did not come from config.toml.
-    _model_env: str | None = PrivateAttr(default=None)
+    # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.
+    _model_from_env: str | None = PrivateAttr(default=None)
 
     def profile(self, spec: str | None = None) -> ProviderProfile | None:
         """The quirk profile of a model's provider; None when no model resolves."""
@@ -241,7 +241,7 @@ class Config(_Strict):
         spec = spec or self.model
         if not spec:
             return None
-        return parse_model_ref(spec, self.providers, env=self._model_env if spec == self.model else None)
+        return parse_model_ref(spec, self.providers, env=_MODEL_ENV if spec == self._model_from_env else None)
 
     @property
     def secrets(self) -> list[str]:
@@ -380,7 +380,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
                 env=_MODEL_ENV,
             )
         config.model = env_model
-        config._model_env = _MODEL_ENV
+        config._model_from_env = env_model
     for name, provider in config.providers.items():
         profile = provider.resolved_profile(name)
         if profile.wire == "openai" and not (provider.base_url or profile.base_url) and name != "openai":

@@ -92,6 +92,9 @@ def test_unresolvable_hermes_model_is_blamed_on_the_variable(hermes_home):
     message = str(info.value)
     assert message.startswith("environment variable HERMES_MODEL:") and "ANTHROPIC_API_KEY" in message
     assert str(config_path()) not in message
+    picked = config.model_copy(update={"model": "anthropic:claude-y"})
+    with pytest.raises(ConfigError, match="key 'model'"):
+        picked.model_ref()
     config_path().write_text('model = "anthropic:claude-x"\n')
     from_file = load_config(env={"OPENAI_API_KEY": "sk-1234567"})
     with pytest.raises(ConfigError) as info:
