@@ -1,4 +1,4 @@
-"""``hermes-editor sessions list|search|show|export``: read the stored history from a terminal."""
+"""``hermes-editor sessions list|search|show|export|rename|delete|stats``: the stored history from a terminal."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["register", "run"]
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the ``sessions`` subcommand (bare ``sessions`` lists, as before)."""
-    sessions = commands.add_parser("sessions", help="list, search, show or export sessions")
+    sessions = commands.add_parser("sessions", help="list, search, show, export, rename or delete sessions; stats")
     sessions.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     actions = sessions.add_subparsers(dest="action", metavar="ACTION")
     listed = actions.add_parser("list", help="recent sessions (the default)")
@@ -34,6 +34,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     export.add_argument("session_id")
     export.add_argument("--format", choices=["md", "jsonl"], default="md")
     export.add_argument("--output", "-o", help="file to write (default: stdout)")
+    rename = actions.add_parser("rename", help="set a session's title")
+    rename.add_argument("session_id", help="an id or a unique prefix of one")
+    rename.add_argument("title", nargs="+")
+    delete = actions.add_parser("delete", help="delete sessions with their messages, approvals and checkpoints (asks nothing)")
+    delete.add_argument("session_id", nargs="?", help="an id or a unique prefix of one")
+    delete.add_argument("--older-than", type=float, metavar="DAYS", help="every session with no activity for this many days")
+    delete.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    delete.add_argument("--force", action="store_true", help="delete sessions that are running right now too")
+    actions.add_parser("stats", help="counts of sessions and messages, by surface; store size; oldest and newest")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,17 +53,45 @@ async def _run(args: argparse.Namespace) -> int:
     from core.config import home
     from core.store import SessionStore
 
+    if args.action == "delete" and (args.session_id is None) == (args.older_than is None):
+        print("usage: hermes-editor sessions delete (ID | --older-than DAYS) [--dry-run] [--force]", file=sys.stderr)
+        return 2
+    if args.action == "delete" and args.older_than is not None and args.older_than < 0:
+        print("--older-than must be 0 or more days.", file=sys.stderr)
+        return 2
     path = home() / "state.db"
     if not path.exists():
         print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
-        return 0 if args.action in (None, "list") else 1
+        return 0 if args.action in (None, "list", "stats") else 1
+    from core.store.session_admin import AmbiguousPrefixError
+
     async with SessionStore.open(path) as store:
         if args.action == "search":
             return await _search(store, args)
-        record = await _find(store, args.session_id)
+        if args.action == "stats":
+            return await _stats(store)
+        if args.action == "delete" and args.session_id is None:
+            return await _delete(store, None, args)
+        try:
+            record = await _find(store, args.session_id)
+        except AmbiguousPrefixError as exc:
+            print(f"{args.session_id!r} matches more than one session; give more of the id:", file=sys.stderr)
+            for match in exc.matches:
+                print(f"  {match.id}  {match.title or '(untitled)'}", file=sys.stderr)
+            return 1
         if record is None:
             print(f"No session matches {args.session_id!r}.", file=sys.stderr)
             return 1
+        if args.action == "rename":
+            title = " ".join(args.title).strip()
+            if not title:
+                print("The title is empty.", file=sys.stderr)
+                return 2
+            await store.update_session(record.id, title=title)
+            print(f"Renamed {record.id} to {title!r}.")
+            return 0
+        if args.action == "delete":
+            return await _delete(store, record, args)
         messages = await store.messages(record.id)
     if args.action == "show":
         from core.store.history import describe
@@ -73,11 +110,58 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _find(store, prefix: str):
-    record = await store.get_session(prefix)
+    from core.store.session_admin import find_session
+
+    return await find_session(store, prefix)
+
+
+async def _delete(store, record, args: argparse.Namespace) -> int:
+    from core.host.checkpoints import Checkpoints
+    from core.store.session_admin import delete_sessions, running_sessions, sessions_older_than
+
     if record is not None:
-        return record
-    matches = [r for r in await store.list_sessions(limit=100_000) if r.id.startswith(prefix)]
-    return matches[0] if len(matches) == 1 else None
+        targets = [record]
+    else:
+        targets = await sessions_older_than(store, time.time() - args.older_than * 86_400)
+        if not targets:
+            print(f"No session has been idle for {args.older_than:g} days.")
+            return 0
+    running = await running_sessions(store, [r.id for r in targets])
+    skipped = [r for r in targets if r.id in running and not args.force]
+    targets = [r for r in targets if r not in skipped]
+    for r in skipped:
+        print(f"Skipped {r.id}  {r.title or '(untitled)'}: it is running now (--force deletes it anyway).", file=sys.stderr)
+    counts = {r.id: await store.message_count(r.id) for r in targets}
+    if not args.dry_run:
+        await delete_sessions(store, [r.id for r in targets])
+        checkpoints = Checkpoints()
+        for r in targets:
+            await checkpoints.drop_session(r.id)
+    verb = "Would delete" if args.dry_run else "Deleted"
+    for r in targets:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at))
+        print(f"{verb} {r.id}  {when}  {r.title or '(untitled)'}  ({counts[r.id]} messages)")
+    if record is None:
+        print(f"{verb} {len(targets)} session(s).")
+    return 1 if skipped and not targets else 0
+
+
+async def _stats(store) -> int:
+    from core.store.session_admin import stats
+
+    found = await stats(store)
+
+    def day(stamp: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp is not None else "-"
+
+    print(f"sessions:  {found.sessions}")
+    print(f"messages:  {found.messages}")
+    for surface, count in found.by_surface.items():
+        print(f"  {surface + ':':<9} {count}")
+    print(f"store:     {found.size_bytes / 1_000_000:.1f} MB  {store.path}")
+    print(f"oldest:    {day(found.oldest)}")
+    print(f"newest:    {day(found.newest)}")
+    return 0
 
 
 async def _search(store, args: argparse.Namespace) -> int:

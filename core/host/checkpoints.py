@@ -157,7 +157,24 @@ class Checkpoints:
         """
         return await asyncio.to_thread(self._locked, self._undo, session_id, force, expect)
 
+    async def drop_session(self, session_id: str) -> bool:
+        """Forget the session's checkpoints (its branch and its undone chain); the next prune
+        deletes the objects nothing else points at. False when it had none."""
+        if not (self.repo_path / "HEAD").exists():
+            return False
+        return await asyncio.to_thread(self._locked, self._drop, session_id)
+
     # --- the work, in a thread -------------------------------------------------------
+
+    def _drop(self, repo: Any, session_id: str) -> bool:
+        import git
+
+        dropped = False
+        for ref in (_ref(session_id), f"refs/undone/{_safe(session_id)}"):
+            if (Path(repo.git_dir) / ref).exists() or git.Reference(repo, ref).is_valid():
+                git.Reference.delete(repo, ref)
+                dropped = True
+        return dropped
 
     def _locked(self, func: Callable[[Any, *_Ts], _T], *args: *_Ts) -> _T:
         with _LOCKS_GUARD:
