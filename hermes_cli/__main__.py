@@ -42,10 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scripted", action="store_true", help="use the bundled scripted model even if a model is configured")
     demo.add_argument("--timeout", type=float, default=600.0, help="seconds the turn may take (default 600)")
 
-    from hermes_cli import approvals_cmd, checkpoints_cmd, import_cmd, memory_cmd, sessions_cmd, skills_cmd
+    from hermes_cli import approvals_cmd, checkpoints_cmd, config_cmd, import_cmd, memory_cmd, sessions_cmd, skills_cmd
 
     for module in (sessions_cmd, skills_cmd, memory_cmd, import_cmd, checkpoints_cmd, approvals_cmd):
         module.register(commands)
+    config_cmd.register(commands)
 
     search = commands.add_parser("search", help="full-text search over past sessions")
     search.add_argument("query", nargs="+", help="words that must all occur")
@@ -100,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
                 "approvals": approvals_cmd,
             }
             return modules[args.command].run(args)
+        if args.command == "config":
+            from hermes_cli import config_cmd
+
+            return config_cmd.run(args)
         if args.command == "search":
             return asyncio.run(_search(" ".join(args.query), args.limit))
         if args.command in ("gateway", "pairing", "cron"):

@@ -1,4 +1,8 @@
-"""Interactive set-up: choose a provider, key and model; write a valid config.toml."""
+"""Interactive set-up: choose a provider, key and model; write a valid config.toml.
+
+A second run merges into the existing file: only the keys it asks about change; every other
+table and key, and the comments, stay.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import getpass
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from core.config import PROFILES, ConfigError, config_path, load_config
 
-__all__ = ["read_secret", "render_config", "run_setup"]
+__all__ = ["merge_config", "read_secret", "render_config", "run_setup", "write_private_atomic"]
 
 _CHOICES = [
     ("openai", "OpenAI", "gpt-4.1-mini"),
@@ -45,6 +51,31 @@ def render_config(provider: str, model: str, api_key: str | None, base_url: str 
     return "\n".join(lines) + "\n"
 
 
+def merge_config(existing: str, provider: str, model: str, api_key: str | None, base_url: str | None) -> str:
+    """``existing`` config.toml text with the model and one provider's answers set, all else kept.
+
+    Raises tomlkit's ParseError when ``existing`` is not valid TOML.
+    """
+    import tomlkit
+
+    name = "custom" if provider == "openai-compatible" else provider
+    document = tomlkit.parse(existing)
+    document["model"] = f"{name}:{model}"
+    providers: Any = document.get("providers")
+    if providers is None:
+        providers = document["providers"] = tomlkit.table(is_super_table=True)
+    entry: Any = providers.get(name)
+    if entry is None:
+        entry = providers[name] = tomlkit.table()
+    if provider == "openai-compatible":
+        entry["profile"] = "openai-compatible"
+    if api_key:
+        entry["api_key"] = api_key
+    if base_url:
+        entry["base_url"] = base_url
+    return tomlkit.dumps(document)
+
+
 def read_secret(prompt: str) -> str:
     """A secret from the terminal without echo; from stdin when stdin is not a terminal.
 
@@ -62,6 +93,28 @@ def _write_private(path: Path, text: str) -> None:
     os.fchmod(fd, 0o600)  # O_CREAT's mode only applies to a new file
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def write_private_atomic(path: Path, text: str, validate: Callable[[Path], None] | None = None) -> None:
+    """Replace ``path`` with ``text`` at once, readable by the owner only (the state home's file mode).
+
+    The text goes to a temporary file beside ``path`` first; ``validate`` may check that file and
+    raise, and then ``path`` is left as it was.
+    """
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = Path(name)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if validate is not None:
+            validate(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def run_setup(ask: Callable[[str], str] = input, ask_secret: Callable[[str], str] = read_secret, out=print) -> int:
@@ -109,10 +162,18 @@ def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out)
     text = render_config(provider, model, api_key, base_url)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.exists():
+        previous = path.read_text(encoding="utf-8")
         backup = path.with_suffix(".toml.bak")
-        _write_private(backup, path.read_text(encoding="utf-8"))
+        _write_private(backup, previous)
         out(f"The previous configuration was kept as {backup}.")
-    _write_private(path, text)
+        from tomlkit.exceptions import ParseError
+
+        try:
+            text = merge_config(previous, provider, model, api_key, base_url)
+            out("Your other settings were kept.")
+        except ParseError:
+            out("The previous configuration was not valid TOML; a new one replaces it.")
+    write_private_atomic(path, text)
     try:
         config = load_config(Path(path))
         config.model_ref()
