@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     from hermes_cli.gateway_cmds import add_parsers as add_gateway_parsers
 
     add_gateway_parsers(commands)
+
+    from hermes_cli import completion_cmd, logs_cmd, status_cmd
+
+    for module in (logs_cmd, status_cmd, completion_cmd):
+        module.register(commands)
     return parser
 
 
@@ -107,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             return config_cmd.run(args)
         if args.command == "search":
             return asyncio.run(_search(" ".join(args.query), args.limit))
+        if args.command in ("logs", "status"):
+            from hermes_cli import logs_cmd, status_cmd
+
+            return {"logs": logs_cmd, "status": status_cmd}[args.command].run(args)
+        if args.command == "completion":
+            from hermes_cli import completion_cmd
+
+            return completion_cmd.run(args, parser)
         if args.command in ("gateway", "pairing", "cron"):
             from hermes_cli.gateway_cmds import run as run_gateway_command
 
