@@ -54,7 +54,13 @@ def run_demo(
 ) -> int:
     """Run the demo; 0 when the turn ended normally and the session was found again."""
     console = Console(stream or sys.stdout)
-    return asyncio.run(_demo(console, interactive=interactive, keep=keep, scripted=scripted, timeout=timeout))
+    try:
+        return asyncio.run(_demo(console, interactive=interactive, keep=keep, scripted=scripted, timeout=timeout))
+    except KeyboardInterrupt:
+        # By now hermes-acp has been stopped and the temporary files removed (or kept with --keep).
+        console.line()
+        print("Interrupted.", file=sys.stderr, flush=True)
+        return 130
 
 
 async def _demo(console: Console, *, interactive: bool, keep: bool, scripted: bool, timeout: float) -> int:
@@ -69,8 +75,17 @@ async def _demo(console: Console, *, interactive: bool, keep: bool, scripted: bo
     try:
         plan = _plan(console, workdir, scripted=scripted)
         console.line(f"Project: {project}  (calc.py has a bug; test_calc.py fails)")
-        if not interactive:
-            console.line(console.style("Approvals are answered automatically here; pass --interactive to answer them yourself.", "dim"))
+        _say_what_is_temporary(console, workdir, plan, keep=keep)
+        if plan.server is None:
+            # A real model really changes files and runs commands: the user decides each time.
+            interactive = True
+            console.line("You will be asked before each change: answer y or n (or a, for always, where offered).")
+        elif not interactive:
+            console.line(
+                console.style(
+                    "Approvals are answered automatically for the scripted model; pass --interactive to answer them yourself.", "dim"
+                )
+            )
         client = DemoClient(console, project, interactive=interactive)
         log_path = workdir / "hermes-acp.stderr.log"
         session_id, stop = await _session(console, client, command, plan.env, project, log_path, timeout)
@@ -90,6 +105,15 @@ async def _demo(console: Console, *, interactive: bool, keep: bool, scripted: bo
                 console.line(f"Its state home: {plan.home}  (HERMES_EDITOR_HOME={plan.home} hermes-editor sessions)")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _say_what_is_temporary(console: Console, workdir: Path, plan: _Plan, *, keep: bool) -> None:
+    """Where the demo's files live, and which of them go away at the end."""
+    until = "kept after the demo (--keep)" if keep else "removed when the demo ends"
+    if plan.server is not None:
+        console.line(f"Its project and store are temporary, in {workdir} ({until}).")
+    else:
+        console.line(f"Its project is temporary, in {workdir} ({until}); the session is stored in your state home {plan.home}.")
 
 
 def _plan(console: Console, workdir: Path, *, scripted: bool) -> _Plan:
@@ -158,12 +182,16 @@ async def _session(
                 console.line()
                 console.line(f"{console.style('You:', 'bold')} {PROMPT}")
                 turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block(PROMPT)]))
+                # Interrupted, the turn ends with the connection; its outcome is of no interest then.
+                turn.add_done_callback(lambda t: t.cancelled() or t.exception())
                 try:
                     response = await asyncio.wait_for(asyncio.shield(turn), timeout)
                 except TimeoutError:
                     console.line(f"The turn took longer than {timeout:g} s; cancelling it.")
                     await conn.cancel(session_id=sid)
                     response = await asyncio.wait_for(turn, 30)
+                finally:
+                    turn.cancel()
                 return sid, response.stop_reason
         except acp.RequestError as exc:
             console.line(f"hermes-acp refused: {_request_error_text(exc)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import os
-import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -48,6 +48,8 @@ class Console:
         isatty = getattr(stream, "isatty", lambda: False)
         self.color = bool(isatty()) and "NO_COLOR" not in os.environ
         self._mid_line = False
+        self._pending = b""  # read from stdin beyond the last answer
+        self._asking = asyncio.Lock()
 
     def style(self, text: str, *styles: str) -> str:
         if not self.color or not styles:
@@ -62,16 +64,46 @@ class Console:
             self.stream.flush()
             self._mid_line = not text.endswith("\n")
 
-    def ask(self, prompt: str) -> str:
-        """A line typed at the terminal ("" at end of input)."""
-        self.write(prompt)
-        try:
-            answer = input()
-        except EOFError:
-            answer = ""
+    async def ask(self, prompt: str) -> str:
+        """A line typed on stdin ("" at end of input).
+
+        It is read by a daemon thread with ``os.read``, so Ctrl-C while waiting for an answer
+        leaves no thread or lock behind that could hold up the exit.
+        """
+        async with self._asking:
+            self.write(prompt)
+            loop = asyncio.get_running_loop()
+            answer: asyncio.Future[str] = loop.create_future()
+
+            def deliver(text: str) -> None:
+                if not answer.done():
+                    answer.set_result(text)
+
+            def read() -> None:
+                text = self._read_line()
+                try:
+                    loop.call_soon_threadsafe(deliver, text)
+                except RuntimeError:
+                    pass  # the loop is gone: the demo was interrupted
+
+            threading.Thread(target=read, name="demo-stdin", daemon=True).start()
+            text = await answer
         # A terminal echoed the user's newline; piped input did not.
-        self._mid_line = not (sys.stdin is not None and sys.stdin.isatty())
-        return answer
+        self._mid_line = not os.isatty(0)
+        return text
+
+    def _read_line(self) -> str:
+        while b"\n" not in self._pending:
+            try:
+                chunk = os.read(0, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                text, self._pending = self._pending, b""
+                return text.decode("utf-8", "replace")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode("utf-8", "replace")
 
     def line(self, text: str = "") -> None:
         """A whole line, starting on a fresh one."""
@@ -91,7 +123,7 @@ class DemoClient:
         self._roots = sorted({str(project), str(self.project)}, key=len, reverse=True)
         self.interactive = interactive
         self.tools: dict[str, tuple[str, str]] = {}  # tool call id -> (title, kind)
-        self.approvals: list[str] = []  # "allow_once" / "reject_once", in order
+        self.approvals: list[str] = []  # "allow_once" / "allow_always" / "reject_once", in order
         self.failed_tools: list[str] = []
         self._speaking = False
 
@@ -171,19 +203,25 @@ class DemoClient:
                 self._show_diff(item.path, item.old_text, item.new_text)
             elif getattr(item, "type", None) == "content":
                 self._show_request_text(getattr(item.content, "text", ""))
-        allow = self._choose(options, "allow_once")
-        reject = self._choose(options, "reject_once")
+        kind = "allow_once"
         if self.interactive:
-            answer = await asyncio.to_thread(out.ask, "    Allow? [y/N] ")
-            allowed = answer.strip().lower() in ("y", "yes")
-        else:
-            allowed = True
-        chosen = allow if allowed else reject
+            always = self._choose(options, "allow_always") is not None
+            answer = (await out.ask("    Allow? [y/N] (a = always) " if always else "    Allow? [y/N] ")).strip().lower()
+            if always and answer in ("a", "always"):
+                kind = "allow_always"
+            elif answer not in ("y", "yes"):
+                kind = "reject_once"
+        chosen = self._choose(options, kind)
         if chosen is None:
             out.line(out.style("    → cancelled (no matching option)", "red"))
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        self.approvals.append("allow_once" if allowed else "reject_once")
-        out.line(out.style("    → approved (allow once)", "green") if allowed else out.style("    → rejected", "red"))
+        self.approvals.append(kind)
+        said = {
+            "allow_once": out.style("    → approved (allow once)", "green"),
+            "allow_always": out.style("    → approved (always)", "green"),
+            "reject_once": out.style("    → rejected", "red"),
+        }
+        out.line(said[kind])
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
 
     @staticmethod
