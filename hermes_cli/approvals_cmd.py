@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from hermes_cli.json_out import add_json_flag, emit, iso
 from hermes_cli.redact import redact
 
 __all__ = ["register", "run"]
@@ -38,8 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="list the agent's questions waiting for you, and allow or deny them",
         description="Questions from every surface (editors, hermes-mcp, the gateway). The first answer from anywhere counts.",
     )
+    add_json_flag(approvals)
     actions = approvals.add_subparsers(dest="action", metavar="ACTION")
-    actions.add_parser("list", help="the questions waiting for an answer (the default)")
+    add_json_flag(actions.add_parser("list", help="the questions waiting for an answer (the default)"))
     for verb in ("allow", "deny"):
         answer = actions.add_parser(verb, help=f"{verb} one question")
         answer.add_argument("approval_id", help=f"the id from 'approvals list' (or a unique prefix of {MIN_PREFIX}+ characters)")
@@ -61,13 +63,15 @@ async def _run(args: argparse.Namespace) -> int:
     path = home() / "state.db"
     if not path.exists():
         if args.action in (None, "list"):
+            if args.json:
+                return emit([])
             print("No questions are waiting.")
             return 0
         print(f"No approval {args.approval_id!r}: nothing has been stored yet ({path} does not exist).", file=sys.stderr)
         return 1
     async with SessionStore.open(path) as store:
         if args.action in (None, "list"):
-            return await _list(store)
+            return await _list(store, as_json=args.json)
         try:
             return await _answer(store, args.approval_id, args.action == "allow", args.always)
         except _Refused as exc:
@@ -84,11 +88,13 @@ def _timeout() -> float:
         return 1800.0
 
 
-async def _list(store: Any) -> int:
+async def _list(store: Any, *, as_json: bool = False) -> int:
     # A row older than the approval timeout belongs to a process that is gone (it would have
     # expired the row itself): nobody waits for that answer any more.
     cutoff = time.time() - _timeout()
     rows = [r for r in await store.pending_approvals() if r.created_at >= cutoff]
+    if as_json:
+        return emit([await _row(store, row) for row in rows])
     if not rows:
         print("No questions are waiting.")
         return 0
@@ -110,6 +116,29 @@ async def _list(store: Any) -> int:
         always = " [--always]" if row.offers_always else ""
         print(f"    answer: hermes-editor approvals allow {row.id}{always}   (or deny)")
     return 0
+
+
+async def _row(store: Any, row: Any) -> dict[str, Any]:
+    """A waiting question in ``approvals list --json``; text fields redacted as in the text listing."""
+    record = await store.get_session(row.session_id)
+    detail = row.detail or {}
+
+    def text(value: Any) -> str | None:
+        return redact(str(value)) if value else None
+
+    return {
+        "id": row.id,
+        "created_at": iso(row.created_at),
+        "title": text(row.title),
+        "session_id": row.session_id,
+        "surface": record.surface if record else None,
+        "session_title": text(record.title) if record else None,
+        "cwd": text(record.cwd) if record else None,
+        "reason": text(detail.get("reason")),
+        "command": text(detail.get("command")),
+        "paths": [redact(str(item)) for item in (detail.get("paths") or [])],
+        "offers_always": bool(row.offers_always),
+    }
 
 
 async def _answer(store: Any, ref: str, allow: bool, always: bool) -> int:

@@ -15,20 +15,32 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.json_out import add_json_flag, emit, iso
+
 __all__ = ["add_parsers", "run"]
 
 
 def add_parsers(commands: Any) -> None:
     """Register the ``gateway``, ``pairing`` and ``cron`` subcommands."""
     gateway = commands.add_parser("gateway", help="the Telegram gateway: status")
-    gateway.add_argument("action", choices=["status"], help="status: is it running, and what is it doing")
+    gateway.add_argument(
+        "action", nargs="?", default="status", choices=["status"], help="status: is it running, and what is it doing (the default)"
+    )
 
     pairing = commands.add_parser("pairing", help="approve Telegram users who asked to pair")
-    pairing.add_argument("action", choices=["list", "approve", "reject", "users", "revoke"])
+    pairing.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=["list", "approve", "reject", "users", "revoke"],
+        help="list (the default): waiting requests; users: who is paired",
+    )
     pairing.add_argument("value", nargs="?", help="the CODE (approve, reject) or numeric USER_ID (revoke)")
+    add_json_flag(pairing)
 
     cron = commands.add_parser("cron", help="scheduled jobs run by hermes-gateway")
-    verbs = cron.add_subparsers(dest="cron_action", metavar="ACTION", required=True)
+    add_json_flag(cron)
+    verbs = cron.add_subparsers(dest="cron_action", metavar="ACTION")
     add = verbs.add_parser("add", help="add a job: cron add SCHEDULE PROMPT --project PATH [--chat ID]")
     add.add_argument("schedule", help="'0 9 * * 1-5', 'every 2h', 'daily at 09:00', 'weekdays at 9am', 'in 30m', or ISO time")
     add.add_argument("prompt", help="what the agent does at each run")
@@ -37,19 +49,20 @@ def add_parsers(commands: Any) -> None:
     add.add_argument("--name", help="a short label")
     add.add_argument("--mode", default="read-only", choices=["read-only", "ask", "accept-edits", "auto"])
     add.add_argument("--tz", help="IANA time zone (default: [cron] timezone or the system's)")
-    verbs.add_parser("list", help="jobs, their next run, and the catch-up policy")
+    add_json_flag(verbs.add_parser("list", help="jobs, their next run, and the catch-up policy (the default)"))
     for verb in ("pause", "resume", "remove", "run"):
         verbs.add_parser(verb, help=f"{verb} a job").add_argument("job_id")
     runs = verbs.add_parser("runs", help="recent runs and their delivery")
     runs.add_argument("job_id", nargs="?")
     runs.add_argument("--limit", type=int, default=20)
+    add_json_flag(runs)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "gateway":
         return gateway_status()
     if args.command == "pairing":
-        return asyncio.run(_pairing(args.action, args.value))
+        return asyncio.run(_pairing(args.action, args.value, as_json=args.json))
     return asyncio.run(_cron(args))
 
 
@@ -102,7 +115,7 @@ def _lock_held(path: Path) -> bool:
         os.close(fd)
 
 
-async def _pairing(action: str, value: str | None) -> int:
+async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> int:
     from core.config import load_config
     from core.store import SessionStore
     from core.store.gateway import GatewayStore
@@ -113,12 +126,27 @@ async def _pairing(action: str, value: str | None) -> int:
         pairing = Pairing(gateway, load_config().telegram.allowed_users)
         if action == "list":
             codes = await pairing.pending()
+            if as_json:
+                return emit(
+                    [
+                        {
+                            "code": c.code,
+                            "user_id": c.user_id,
+                            "name": c.name,
+                            "created_at": iso(c.created_at),
+                            "expires_at": iso(c.expires_at),
+                        }
+                        for c in codes
+                    ]
+                )
             if not codes:
                 print("No pairing requests waiting.")
             for code in codes:
                 print(f"{code.code}  user {code.user_id} ({code.name or '?'})  expires {_when(code.expires_at)}")
             return 0
         if action == "users":
+            if as_json:
+                return emit([{"user_id": user_id, "name": name, "paired_at": iso(at)} for user_id, name, at in await gateway.users()])
             for user_id, name, at in await gateway.users():
                 print(f"{user_id}  {name or '?'}  paired {_when(at)}")
             return 0
@@ -152,7 +180,7 @@ async def _cron(args: argparse.Namespace) -> int:
     from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
 
     config = load_config()
-    action = args.cron_action
+    action = args.cron_action or "list"
     async with SessionStore.open() as store:
         jobs = JobStore(store)
         if action == "add":
@@ -181,6 +209,8 @@ async def _cron(args: argparse.Namespace) -> int:
             return 0
         if action == "list":
             found = await jobs.list_jobs()
+            if args.json:
+                return emit([_job_row(job) for job in found])
             print(
                 f"Catch-up policy: after downtime, one run per job if its latest missed slot is under "
                 f"{int(config.cron.catch_up_grace)}s old; older ones are reported as missed, never run in a burst."
@@ -194,6 +224,8 @@ async def _cron(args: argparse.Namespace) -> int:
             return 0
         if action == "runs":
             found_runs = await jobs.runs(args.job_id, limit=max(1, args.limit))
+            if args.json:
+                return emit([_run_row(r) for r in found_runs])
             if not found_runs:
                 print("No runs yet.")
             for r in found_runs:
@@ -217,3 +249,41 @@ async def _cron(args: argparse.Namespace) -> int:
             await jobs.set_paused(job_id, action == "pause")
             print("Paused." if action == "pause" else "Resumed.")
         return 0
+
+
+def _job_row(job: Any) -> dict[str, Any]:
+    """A job in ``cron list --json``."""
+    return {
+        "id": job.id,
+        "name": job.name,
+        "schedule": job.schedule,
+        "description": job.parsed.describe(),
+        "timezone": job.timezone,
+        "prompt": job.prompt,
+        "project": job.project,
+        "mode": job.mode,
+        "paused": bool(job.paused),
+        "chat_id": job.chat_id,
+        "owner_id": job.owner_id,
+        "created_at": iso(job.created_at),
+        "next_run_at": iso(job.next_run_at),
+        "last_run_at": iso(job.last_run_at),
+    }
+
+
+def _run_row(r: Any) -> dict[str, Any]:
+    """A run in ``cron runs --json``."""
+    return {
+        "id": r.id,
+        "job_id": r.job_id,
+        "scheduled_at": iso(r.scheduled_at),
+        "status": r.status,
+        "catch_up": bool(r.catch_up),
+        "started_at": iso(r.started_at),
+        "finished_at": iso(r.finished_at),
+        "session_id": r.session_id,
+        "error": r.error,
+        "delivery_status": r.delivery_status,
+        "delivery_attempts": r.delivery_attempts,
+        "delivery_error": r.delivery_error,
+    }

@@ -8,19 +8,38 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from hermes_cli.json_out import add_json_flag, emit, iso
 from hermes_cli.redact import redact
 
 __all__ = ["register", "run"]
+
+LIST_JSON = "list-json"
+
+
+class _JsonListing(argparse.Action):
+    """``--json`` on ``sessions`` and ``sessions list``: the listing is answered by :func:`run` as JSON."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, True)
+        namespace.action = LIST_JSON
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the ``sessions`` subcommand (bare ``sessions`` lists, as before)."""
     sessions = commands.add_parser("sessions", help="list, search, show, export, rename or delete sessions; stats")
     sessions.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    sessions.add_argument("--json", action=_JsonListing, help="print one JSON array of objects instead of text")
     actions = sessions.add_subparsers(dest="action", metavar="ACTION")
     listed = actions.add_parser("list", help="recent sessions (the default)")
     listed.add_argument("--limit", type=int, default=20)
+    listed.add_argument("--json", action=_JsonListing, help="print one JSON array of objects instead of text")
     search = actions.add_parser("search", help='search messages: words, "phrases", prefix*')
     search.add_argument("query", nargs="+")
     search.add_argument("--project", help="only sessions under this folder")
@@ -28,6 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--until", help="YYYY-MM-DD")
     search.add_argument("--role", choices=["user", "assistant", "tool_result", "summary"])
     search.add_argument("--limit", type=int, default=10)
+    add_json_flag(search)
     show = actions.add_parser("show", help="print a session's messages")
     show.add_argument("session_id", help="an id or a unique prefix of one")
     export = actions.add_parser("export", help="export a session as Markdown or JSONL (secrets redacted)")
@@ -60,12 +80,17 @@ async def _run(args: argparse.Namespace) -> int:
         print("--older-than must be 0 or more days.", file=sys.stderr)
         return 2
     path = home() / "state.db"
+    if not path.exists() and getattr(args, "json", False):
+        emit([])
+        return 0 if args.action == LIST_JSON else 1
     if not path.exists():
         print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
         return 0 if args.action in (None, "list", "stats") else 1
     from core.store.session_admin import AmbiguousPrefixError
 
     async with SessionStore.open(path) as store:
+        if args.action == LIST_JSON:
+            return emit([_session_row(r) for r in await store.list_sessions(limit=max(1, args.limit))])
         if args.action == "search":
             return await _search(store, args)
         if args.action == "stats":
@@ -180,6 +205,9 @@ async def _search(store, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"Cannot search: {exc}.", file=sys.stderr)
         return 2
+    if args.json:
+        emit([_hit_row(hit) for hit in hits])
+        return 0 if hits else 1
     if not hits:
         print("No matches.")
         return 1
@@ -188,6 +216,37 @@ async def _search(store, args: argparse.Namespace) -> int:
         print(f"{hit.session_id}  {when}  {hit.title or '(untitled)'}  #{hit.seq}")
         print(f"    {hit.role}: {redact(hit.snippet)}")
     return 0
+
+
+def _session_row(record: Any) -> dict[str, Any]:
+    """A session in ``sessions list --json``."""
+    return {
+        "id": record.id,
+        "title": redact(record.title) if record.title else None,
+        "cwd": record.cwd,
+        "surface": record.surface,
+        "model": record.model,
+        "parent_id": record.parent_id,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.updated_at),
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cost_usd": record.cost_usd,
+    }
+
+
+def _hit_row(hit: Any) -> dict[str, Any]:
+    """A hit in ``sessions search --json``; ``snippet`` marks matches with ``[`` ``]``."""
+    return {
+        "session_id": hit.session_id,
+        "title": redact(hit.title) if hit.title else None,
+        "cwd": hit.cwd,
+        "seq": hit.seq,
+        "role": hit.role,
+        "snippet": redact(hit.snippet),
+        "created_at": iso(hit.created_at),
+        "score": hit.score,
+    }
 
 
 def _jsonl(messages) -> str:

@@ -7,14 +7,18 @@ import argparse
 import sys
 import time
 
+from hermes_cli.json_out import add_json_flag, emit, iso
+
 __all__ = ["register", "run"]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     skills = commands.add_parser("skills", help="list, show or prune skills")
+    add_json_flag(skills)
     actions = skills.add_subparsers(dest="action", metavar="ACTION")
     listed = actions.add_parser("list", help="every skill with its source and use (the default)")
     listed.add_argument("--project", default=".", help="project folder for .agents/skills (default: here)")
+    add_json_flag(listed)
     show = actions.add_parser("show", help="print one skill")
     show.add_argument("name")
     show.add_argument("--project", default=".")
@@ -35,6 +39,21 @@ def run(args: argparse.Namespace) -> int:
     if action == "list":
         usage = skills.usage()
         listed = skills.discover([Path(getattr(args, "project", ".")).resolve()])
+        if getattr(args, "json", False):
+            return emit(
+                [
+                    {
+                        "name": skill.name,
+                        "origin": skill.origin,
+                        "description": skill.description,
+                        "path": str(skill.path),
+                        "uses": usage.get(skill.name, {}).get("uses", 0),
+                        "last_used": iso(usage.get(skill.name, {}).get("last_used") or None),
+                        "created_by": usage.get(skill.name, {}).get("created_by"),
+                    }
+                    for skill in listed
+                ]
+            )
         for skill in listed:
             info = usage.get(skill.name, {})
             last = time.strftime("%Y-%m-%d", time.localtime(info["last_used"])) if info.get("last_used") else "never"
