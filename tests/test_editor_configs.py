@@ -15,6 +15,8 @@ CONFIGS = {
     "jetbrains-acp.json": ("agent_servers",),
     "vscode-settings.json": ("acp.agents",),
 }
+MCP_CONFIGS = {"claude_desktop_config.json": "hermes", "cursor-mcp.json": "hermes"}
+PLACEHOLDER = "/absolute/path/to/.venv/bin/"
 
 
 def test_editor_configs_launch_the_installed_hermes_acp():
@@ -22,12 +24,25 @@ def test_editor_configs_launch_the_installed_hermes_acp():
     for name, (section,) in CONFIGS.items():
         config = json.loads((ROOT / "editor-configs" / name).read_text())
         server = config[section]["Hermes"]
-        assert server["command"] == "hermes-acp" and server["args"] == []
-        # The command the snippet names is what installing the project puts on PATH.
-        found = shutil.which(server["command"], path=f"{installed}{os.pathsep}{os.environ.get('PATH', '')}")
+        assert server["command"] == PLACEHOLDER + "hermes-acp" and server["args"] == []
+        # The file the placeholder path names is what installing the project puts in the venv's bin/.
+        found = shutil.which(Path(server["command"]).name, path=f"{installed}{os.pathsep}{os.environ.get('PATH', '')}")
         assert found and Path(found).parent == installed, name
         proc = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 0 and proc.stdout.strip()
+
+
+def test_every_snippet_names_its_server_by_an_absolute_placeholder_path():
+    """Desktop apps do not see the shell's PATH; the READMEs say so and use the same placeholder."""
+    for name, key in MCP_CONFIGS.items():
+        server = json.loads((ROOT / "editor-configs" / name).read_text())["mcpServers"][key]
+        assert server["command"] == PLACEHOLDER + "hermes-mcp", name
+        assert Path(server["command"]).is_absolute()
+    for name, (section,) in CONFIGS.items():
+        command = json.loads((ROOT / "editor-configs" / name).read_text())[section]["Hermes"]["command"]
+        assert Path(command).is_absolute(), name
+    assert PLACEHOLDER in (ROOT / "editor-configs" / "README.md").read_text()
+    assert f'"command": "{PLACEHOLDER}hermes-acp"' in (ROOT / "README.md").read_text()
 
 
 def test_readme_zed_block_is_valid_json():
