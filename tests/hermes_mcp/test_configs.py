@@ -21,12 +21,12 @@ async def test_snippet_launches_hermes_mcp(hermes_home, name):
     config = json.loads((ROOT / "editor-configs" / name).read_text())
     assert list(config) == ["mcpServers"]
     server = config["mcpServers"]["hermes"]
-    assert server["command"] == "hermes-mcp" and server["args"] == [] and server["env"] == {}
+    assert server["command"] == "/absolute/path/to/.venv/bin/hermes-mcp" and server["args"] == [] and server["env"] == {}
     if name == "cursor-mcp.json":
         assert server["type"] == "stdio"
     # Cursor drops tools whose server + tool name exceed 60 characters.
     installed = Path(sys.executable).parent
-    found = shutil.which(server["command"], path=f"{installed}{os.pathsep}{os.environ.get('PATH', '')}")
+    found = shutil.which(Path(server["command"]).name, path=f"{installed}{os.pathsep}{os.environ.get('PATH', '')}")
     assert found and Path(found).parent == installed
     env = {**mcp_env(hermes_home), **server["env"]}
     async with connected(env, args=tuple(server["args"])) as client:
