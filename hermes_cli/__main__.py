@@ -6,12 +6,9 @@ Subcommands import what they need when they run, so ``--help`` stays quick.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import os
 import sys
-import time
-from pathlib import Path
 
 from core.version import version
 
@@ -48,9 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         module.register(commands)
     config_cmd.register(commands)
 
-    search = commands.add_parser("search", help="full-text search over past sessions")
-    search.add_argument("query", nargs="+", help="words that must all occur")
-    search.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
+    sessions_cmd.add_search_arguments(commands.add_parser("search", help="full-text search over past sessions (as sessions search)"))
 
     from hermes_cli.gateway_cmds import add_parsers as add_gateway_parsers
 
@@ -89,11 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             from hermes_cli.demo import run_demo
 
             return run_demo(interactive=args.interactive, keep=args.keep, scripted=args.scripted, timeout=args.timeout)
-        if args.command == "sessions":
-            if args.action in (None, "list"):
-                return asyncio.run(_sessions(args.limit))
+        if args.command in ("sessions", "search"):
             from hermes_cli import sessions_cmd
 
+            if args.command == "search":
+                args.action = "search"
             return sessions_cmd.run(args)
         if args.command in ("skills", "memory", "import", "checkpoints", "approvals"):
             from hermes_cli import approvals_cmd, checkpoints_cmd, import_cmd, memory_cmd, skills_cmd
@@ -110,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
             from hermes_cli import config_cmd
 
             return config_cmd.run(args)
-        if args.command == "search":
-            return asyncio.run(_search(" ".join(args.query), args.limit))
         if args.command in ("logs", "status"):
             from hermes_cli import logs_cmd, status_cmd
 
@@ -133,64 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     parser.print_help()
     return 2
-
-
-def _store_path() -> Path | None:
-    """``state.db`` in the state home, or None when nothing has been stored yet."""
-    from core.config import home
-
-    path = home() / "state.db"
-    return path if path.exists() else None
-
-
-def _when(timestamp: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
-
-
-def _short_path(path: str) -> str:
-    user = str(Path.home())
-    return "~" + path[len(user) :] if path == user or path.startswith(user + "/") else path
-
-
-async def _sessions(limit: int) -> int:
-    from core.store import SessionStore
-
-    path = _store_path()
-    if path is None:
-        print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
-        return 0
-    async with SessionStore.open(path) as store:
-        records = await store.list_sessions(limit=max(1, limit))
-    if not records:
-        print("No sessions yet.")
-        return 0
-    for record in records:
-        title = record.title or "(untitled)"
-        print(f"{record.id}  {_when(record.updated_at)}  {record.surface:<4}  {title}")
-        print(f"{'':34}{_short_path(record.cwd)}")
-    return 0
-
-
-async def _search(query: str, limit: int) -> int:
-    from core.store import SessionStore
-
-    path = _store_path()
-    if path is None:
-        print("Nothing to search yet: no sessions have been stored.")
-        return 1
-    async with SessionStore.open(path) as store:
-        try:
-            hits = await store.search(query, limit=max(1, limit))
-        except ValueError as exc:
-            print(f"Cannot search: {exc}.", file=sys.stderr)
-            return 2
-    if not hits:
-        print(f"No matches for {query!r}.")
-        return 1
-    for hit in hits:
-        print(f"{hit.session_id}  {_when(hit.created_at)}  {hit.session_title or '(untitled)'}")
-        print(f"    {hit.role}: {' '.join(hit.snippet.split())}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -8,46 +8,27 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_cli.json_out import add_json_flag, emit, iso
 from hermes_cli.redact import redact
 
+if TYPE_CHECKING:
+    from core.store import SessionStore
+
 __all__ = ["register", "run"]
-
-LIST_JSON = "list-json"
-
-
-class _JsonListing(argparse.Action):
-    """``--json`` on ``sessions`` and ``sessions list``: the listing is answered by :func:`run` as JSON."""
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
-    ) -> None:
-        setattr(namespace, self.dest, True)
-        namespace.action = LIST_JSON
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add the ``sessions`` subcommand (bare ``sessions`` lists, as before)."""
     sessions = commands.add_parser("sessions", help="list, search, show, export, rename or delete sessions; stats")
     sessions.add_argument("--limit", type=int, default=20, help="how many (default 20)")
-    sessions.add_argument("--json", action=_JsonListing, help="print one JSON array of objects instead of text")
+    add_json_flag(sessions)
     actions = sessions.add_subparsers(dest="action", metavar="ACTION")
     listed = actions.add_parser("list", help="recent sessions (the default)")
-    listed.add_argument("--limit", type=int, default=20)
-    listed.add_argument("--json", action=_JsonListing, help="print one JSON array of objects instead of text")
-    search = actions.add_parser("search", help='search messages: words, "phrases", prefix*')
-    search.add_argument("query", nargs="+")
-    search.add_argument("--project", help="only sessions under this folder")
-    search.add_argument("--since", help="YYYY-MM-DD")
-    search.add_argument("--until", help="YYYY-MM-DD")
-    search.add_argument("--role", choices=["user", "assistant", "tool_result", "summary"])
-    search.add_argument("--limit", type=int, default=10)
-    add_json_flag(search)
+    listed.add_argument("--limit", type=int, default=argparse.SUPPRESS)
+    listed.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON array of objects instead of text")
+    add_search_arguments(actions.add_parser("search", help='search messages: words, "phrases", prefix*'))
     show = actions.add_parser("show", help="print a session's messages")
     show.add_argument("session_id", help="an id or a unique prefix of one")
     export = actions.add_parser("export", help="export a session as Markdown or JSONL (secrets redacted)")
@@ -65,6 +46,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     actions.add_parser("stats", help="counts of sessions and messages, by surface; store size; oldest and newest")
 
 
+def add_search_arguments(search: argparse.ArgumentParser) -> None:
+    """The query and filters of ``sessions search``, which the top-level ``search`` shares."""
+    search.add_argument("query", nargs="+", help='words that must all occur, "phrases", prefix*')
+    search.add_argument("--project", help="only sessions under this folder")
+    search.add_argument("--since", help="YYYY-MM-DD")
+    search.add_argument("--until", help="YYYY-MM-DD")
+    search.add_argument("--role", choices=["user", "assistant", "tool_result", "summary"])
+    search.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
+    add_json_flag(search)
+
+
 def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
@@ -79,18 +71,19 @@ async def _run(args: argparse.Namespace) -> int:
     if args.action == "delete" and args.older_than is not None and args.older_than < 0:
         print("--older-than must be 0 or more days.", file=sys.stderr)
         return 2
+    listing = args.action in (None, "list")
     path = home() / "state.db"
     if not path.exists() and getattr(args, "json", False):
         emit([])
-        return 0 if args.action == LIST_JSON else 1
+        return 0 if listing else 1
     if not path.exists():
         print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
-        return 0 if args.action in (None, "list", "stats") else 1
+        return 0 if listing or args.action == "stats" else 1
     from core.store.session_admin import AmbiguousPrefixError
 
     async with SessionStore.open(path) as store:
-        if args.action == LIST_JSON:
-            return emit([_session_row(r) for r in await store.list_sessions(limit=max(1, args.limit))])
+        if listing:
+            return await _list(store, max(1, args.limit), as_json=args.json)
         if args.action == "search":
             return await _search(store, args)
         if args.action == "stats":
@@ -216,6 +209,25 @@ async def _search(store, args: argparse.Namespace) -> int:
         print(f"{hit.session_id}  {when}  {hit.title or '(untitled)'}  #{hit.seq}")
         print(f"    {hit.role}: {redact(hit.snippet)}")
     return 0
+
+
+async def _list(store: SessionStore, limit: int, *, as_json: bool) -> int:
+    records = await store.list_sessions(limit=limit)
+    if as_json:
+        return emit([_session_row(r) for r in records])
+    if not records:
+        print("No sessions yet.")
+        return 0
+    for record in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.updated_at))
+        print(f"{record.id}  {when}  {record.surface:<4}  {record.title or '(untitled)'}")
+        print(f"{'':34}{_short_path(record.cwd)}")
+    return 0
+
+
+def _short_path(path: str) -> str:
+    user = str(Path.home())
+    return "~" + path[len(user) :] if path == user or path.startswith(user + "/") else path
 
 
 def _session_row(record: Any) -> dict[str, Any]:

@@ -139,3 +139,24 @@ def test_stats_counts_sessions_messages_and_surfaces(tmp_path):
     assert any(
         line.startswith("oldest:") and time.strftime("%Y-%m-%d", time.localtime(time.time() - 40 * 86_400)) in line for line in lines
     )
+
+
+def test_top_level_search_takes_the_filters_and_json_of_sessions_search(tmp_path):
+    import json
+
+    home = tmp_path / "home"
+    seed(home, tmp_path)
+    env = {**os.environ, "HERMES_EDITOR_HOME": str(home), "HERMES_QUIET": "1"}
+
+    def search(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN), "search", *args], capture_output=True, text=True, env=env, timeout=90)
+
+    plain = search("quokka")
+    assert plain.returncode == 0 and "abc123" in plain.stdout
+    as_json = json.loads(search("quokka", "--json").stdout)
+    assert [hit["session_id"] for hit in as_json] == ["abc123"] and as_json[0]["role"] == "user"
+    assert search("quokka", "--role", "assistant").returncode == 1
+    assert search("quokka", "--project", str(tmp_path / "elsewhere")).returncode == 1
+    listed = json.loads(cli(home, "list", "--json").stdout)
+    assert {row["id"] for row in listed} == {"abc123", "abd456", "old789"}
+    assert {row["id"] for row in json.loads(cli(home, "--json").stdout)} == {"abc123", "abd456", "old789"}
