@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+TERMINAL_NOTE = (
+    "hermes-acp: the hermes-editor agent server for editors (ACP over stdin/stdout). "
+    "Start it from your editor (Zed, JetBrains, VS Code); see the README. Ctrl-C quits."
+)
+
 
 def _protect_stdout() -> int:
     """Keep fd 1 for protocol messages only.
@@ -112,7 +117,27 @@ def main(argv: list[str] | None = None) -> int:
         from surface_support.setup_wizard import run_setup
 
         return run_setup()
+    try:
+        if os.isatty(0):
+            # Started by hand: say what this is; editors start it with pipes and see nothing of this.
+            print(TERMINAL_NOTE, file=sys.stderr, flush=True)
+        return _run()
+    except KeyboardInterrupt:
+        return _interrupted()
 
+
+def _interrupted() -> int:
+    """End by SIGINT, as an unhandled KeyboardInterrupt would, without its traceback."""
+    import signal
+
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    return 130
+
+
+def _run() -> int:
+    """Serve ACP on stdin/stdout until the client goes away."""
     protocol_fd = _protect_stdout()
     read_fd = os.dup(0)
     loader = _Loader()

@@ -23,6 +23,10 @@ from typing import Any
 __all__ = ["main"]
 
 TOKEN_ENV = "HERMES_MCP_TOKEN"  # core.tokens.TOKEN_ENV, kept here to import nothing before the first answer
+TERMINAL_NOTE = (
+    "hermes-mcp: the hermes-editor MCP server for MCP clients (JSON-RPC over stdin/stdout). "
+    "Start it from your MCP client (Claude Desktop, Cursor), or serve HTTP with --http HOST:PORT; see the README. Ctrl-C quits."
+)
 
 
 class _Loader(threading.Thread):
@@ -90,6 +94,9 @@ def _stdio(options: dict[str, bool]) -> int:
     from hermes_mcp import handshake
     from hermes_mcp.stdio import protect_stdio, read_line
 
+    if os.isatty(0):
+        # Started by hand: say what this is; MCP clients start it with pipes and see nothing of this.
+        print(TERMINAL_NOTE, file=sys.stderr, flush=True)
     protocol_in, protocol_out = protect_stdio()
     loader = _Loader(options)
     loader.start()
@@ -195,9 +202,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-V", "--version", action="version", version=f"hermes-mcp {server_version()}")
     args = parser.parse_args(argv)
     options = {"allow_auto": args.allow_auto, "trust_client_approvals": args.trust_client_approvals}
-    if args.http is not None:
-        return _http(args.http, options)
-    return _stdio(options)
+    try:
+        if args.http is not None:
+            return _http(args.http, options)
+        return _stdio(options)
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    """End by SIGINT, as an unhandled KeyboardInterrupt would, without its traceback."""
+    import signal
+
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    return 130
 
 
 if __name__ == "__main__":
