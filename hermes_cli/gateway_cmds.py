@@ -2,6 +2,7 @@
 
 These read and write the shared store and the gateway's status files; they never talk to a
 running gateway directly (a queued ``cron run`` is picked up by its next scheduler pass).
+``cron add`` and ``cron run`` warn when no scheduler is running (no gateway lock is held).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import fcntl
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -74,8 +76,7 @@ def gateway_status() -> int:
     """Print each bot's gateway: running (its lock is held) or not, and its last heartbeat."""
     from core.config import home
 
-    directory = home() / "gateway"
-    files = sorted(directory.glob("bot-*.json")) if directory.is_dir() else []
+    files = _status_files(home() / "gateway")
     if not files:
         print("No gateway has run yet. Start one with: hermes-gateway run")
         return 1
@@ -88,6 +89,12 @@ def gateway_status() -> int:
         running = _lock_held(path.with_suffix(".lock"))
         any_running |= running
         state = "running" if running else "not running"
+        if path.stem == "scheduler":
+            print(f"{path.stem}: {state} (pid {data.get('pid')}, no platform: scheduled jobs only)")
+            print(f"  started {_when(data.get('started_at'))}, last heartbeat {_when(data.get('heartbeat'))}")
+            if running:
+                print(f"  cron: runs in flight {data.get('cron_runs_running', 0)}, catch-up window {int(data.get('catch_up_grace') or 0)}s")
+            continue
         print(f"{path.stem}: {state} (pid {data.get('pid')}, @{data.get('bot') or '?'}, {data.get('mode', 'polling')})")
         print(f"  started {_when(data.get('started_at'))}, last heartbeat {_when(data.get('heartbeat'))}")
         if running:
@@ -98,6 +105,37 @@ def gateway_status() -> int:
                 f"{'on' if data.get('remote_approvals') else 'off'}; last update {_when(data.get('last_update_at'))}"
             )
     return 0 if any_running else 1
+
+
+def _status_files(directory: Path) -> list[Path]:
+    """The status files of gateways that have run: one per bot, and ``scheduler.json`` for a scheduler-only one."""
+    if not directory.is_dir():
+        return []
+    return sorted([*directory.glob("bot-*.json"), *directory.glob("scheduler.json")])
+
+
+def scheduler_running() -> bool:
+    """Whether a gateway with its scheduler on is running (its lock is held), by the test ``gateway status`` uses."""
+    from core.config import home
+
+    for path in _status_files(home() / "gateway"):
+        if not _lock_held(path.with_suffix(".lock")):
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return True  # held, status caught mid-write
+        if data.get("cron_enabled", True):
+            return True
+    return False
+
+
+def _warn_without_scheduler() -> None:
+    if not scheduler_running():
+        print(
+            "hermes-editor: warning: no scheduler is running, so jobs will not run until one starts: hermes-gateway run",
+            file=sys.stderr,
+        )
 
 
 def _lock_held(path: Path) -> bool:
@@ -206,6 +244,7 @@ async def _cron(args: argparse.Namespace) -> int:
             )
             where = f"chat {chat}" if chat is not None else "no chat (set --chat or [gateway] owner)"
             print(f"Added job {job.id}: {schedule.describe()}, next run {fmt_time(job.next_run_at, tz)}; results go to {where}.")
+            _warn_without_scheduler()
             return 0
         if action == "list":
             found = await jobs.list_jobs()
@@ -234,6 +273,8 @@ async def _cron(args: argparse.Namespace) -> int:
                     f"{r.id}  job {r.job_id}  slot {_when(r.scheduled_at)}  {r.status}{' catch-up' if r.catch_up and r.status != 'missed' else ''}"
                     f"  delivery {r.delivery_status} x{r.delivery_attempts}{extra}"
                 )
+                if r.result:
+                    print("  " + r.result.replace("\n", "\n  "))
             return 0
         job_id = args.job_id
         if await jobs.get_job(job_id) is None:
@@ -245,6 +286,7 @@ async def _cron(args: argparse.Namespace) -> int:
         elif action == "run":
             await jobs.request_run(job_id)
             print("Queued: a running hermes-gateway starts it within one scheduler tick.")
+            _warn_without_scheduler()
         else:
             await jobs.set_paused(job_id, action == "pause")
             print("Paused." if action == "pause" else "Resumed.")
@@ -283,6 +325,7 @@ def _run_row(r: Any) -> dict[str, Any]:
         "finished_at": iso(r.finished_at),
         "session_id": r.session_id,
         "error": r.error,
+        "result": r.result,
         "delivery_status": r.delivery_status,
         "delivery_attempts": r.delivery_attempts,
         "delivery_error": r.delivery_error,

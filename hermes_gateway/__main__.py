@@ -3,6 +3,9 @@
 SIGTERM and SIGINT stop it gracefully: no new updates are taken, turns and cron runs in
 flight get ``[gateway] shutdown_grace`` seconds to finish, and what is still running then is
 cancelled (the core saves what was said, and the run is recorded as interrupted).
+
+With no Telegram token configured it runs the scheduler only: due jobs run and their results
+are kept in the store (``hermes-editor cron runs``); nothing is sent to a chat.
 """
 
 from __future__ import annotations
@@ -67,14 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     except GatewayError as exc:
         print(f"hermes-gateway: {exc}", file=sys.stderr)
         return 2
-    assert config.telegram.token is not None
-    lock = GatewayLock(config.telegram.token.get_secret_value())
+    token = config.telegram.token
+    lock = GatewayLock(token.get_secret_value() if token is not None else None)
     try:
         lock.acquire()
     except AlreadyRunning as exc:
         print(f"hermes-gateway: {exc}", file=sys.stderr)
         return 1
     gateway.lock = lock
+    if not gateway.platform:
+        line = "no platform configured (no Telegram token): running scheduled jobs only; results are kept in 'hermes-editor cron runs'"
+        log.info(line)
+        print(f"hermes-gateway: {line}", flush=True)
     try:
         return asyncio.run(_serve(gateway))
     except KeyboardInterrupt:

@@ -3,6 +3,9 @@
 Updates flow through python-telegram-bot's ``Application`` (httpx underneath): the
 authorisation gate first (group -1), then commands, messages and button presses. Turns run
 as background tasks so button presses are handled while a turn waits for an answer.
+
+With no platform configured (no Telegram token) the gateway runs the scheduler only: due
+jobs run and their results stay in the store (``hermes-editor cron runs``).
 """
 
 from __future__ import annotations
@@ -79,7 +82,13 @@ class Gateway:
 
     def __init__(self, config: Config, lock: GatewayLock | None = None) -> None:
         self.config = config
-        self.projects = check_config(config)
+        self.platform = config.telegram.token is not None
+        if self.platform:
+            self.projects = check_config(config)
+        elif not config.cron.enabled:
+            raise GatewayError("Nothing to run: no Telegram bot token (TELEGRAM_BOT_TOKEN or [telegram] token) and [cron] enabled = false.")
+        else:
+            self.projects = {}
         self.secrets = config.secrets
         self.timezone = config.cron.timezone or local_zone()
         self.default_mode = "ask"
@@ -114,6 +123,9 @@ class Gateway:
         self.agent: Agent = build_agent(cfg, "gateway", toolset=toolset, store=self.store)
         # Cron runs share the chat agent's model client.
         self.cron_agent: Agent = build_agent(cfg, "cron", toolset=toolset, store=self.store, model=self.agent.model)
+        if not self.platform:
+            self.scheduler = Scheduler(cfg, self.cron_agent, None, self.jobs, self.gateway_store)
+            return
         assert cfg.telegram.token is not None
         base = (cfg.telegram.api_base_url or DEFAULT_API).rstrip("/")
         builder: ApplicationBuilder = (
@@ -155,6 +167,9 @@ class Gateway:
         """Poll (or take webhooks) and run the scheduler until ``stop`` is set; then shut down gracefully."""
         from surface_support.approval_watch import watch_foreign_answers
 
+        if not self.platform:
+            await self._serve_scheduler_only(stop)
+            return
         cfg = self.config
         app = self.application
         async with app:
@@ -192,6 +207,22 @@ class Gateway:
             await app.stop()
         await self.close()
 
+    async def _serve_scheduler_only(self, stop: asyncio.Event) -> None:
+        """Run due jobs until ``stop`` is set; results stay in the store, nothing is sent to a chat."""
+        cfg = self.config
+        log.info("gateway started with no platform configured: running scheduled jobs only")
+        self._loops = [
+            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self.scheduler.loop(), name="scheduler"),
+        ]
+        await stop.wait()
+        log.info("stopping: letting cron runs in flight finish (%ss)", cfg.gateway.shutdown_grace)
+        await self.scheduler.drain(cfg.gateway.shutdown_grace)
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        await self.close()
+
     async def close(self) -> None:
         try:
             await self.agent.model.aclose()
@@ -206,6 +237,18 @@ class Gateway:
 
     def write_status(self, state: str) -> None:
         if self.lock is None:
+            return
+        if not self.platform:
+            try:
+                self.lock.write_status(
+                    state=state,
+                    platform=None,
+                    cron_enabled=True,
+                    cron_runs_running=self.scheduler.running,
+                    catch_up_grace=self.config.cron.catch_up_grace,
+                )
+            except OSError:
+                log.warning("cannot write the status file", exc_info=True)
             return
         try:
             self.lock.write_status(

@@ -3,7 +3,8 @@
 Telegram answers a second long poller on the same token with 409 Conflict, and two
 schedulers would compete for the same chats; the lock turns that into a clear message at
 start-up. The lock is released by the kernel when the process dies, so a crash never leaves
-a stale lock behind. The status file (``$HERMES_EDITOR_HOME/gateway/<bot>.json``) is what
+a stale lock behind. A gateway with no platform configured (scheduled jobs only) holds the
+lock named ``scheduler``. The status file (``$HERMES_EDITOR_HOME/gateway/<bot>.json``, or ``scheduler.json``) is what
 ``hermes-editor gateway status`` reads; it never holds the token.
 """
 
@@ -19,7 +20,9 @@ from typing import Any
 
 from core.config import home
 
-__all__ = ["AlreadyRunning", "GatewayLock", "bot_key", "gateway_dir"]
+__all__ = ["SCHEDULER_KEY", "AlreadyRunning", "GatewayLock", "bot_key", "gateway_dir"]
+
+SCHEDULER_KEY = "scheduler"
 
 
 class AlreadyRunning(Exception):
@@ -39,8 +42,8 @@ def bot_key(token: str) -> str:
 class GatewayLock:
     """Hold the lock for the process's life; write the status file next to it."""
 
-    def __init__(self, token: str) -> None:
-        self.key = bot_key(token)
+    def __init__(self, token: str | None) -> None:
+        self.key = bot_key(token) if token else SCHEDULER_KEY
         directory = gateway_dir()
         directory.mkdir(parents=True, exist_ok=True)
         self.lock_path = directory / f"{self.key}.lock"
@@ -55,9 +58,9 @@ class GatewayLock:
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
             os.close(fd)
+            what = "for this bot; one process per bot token" if self.key != SCHEDULER_KEY else "with only the scheduler"
             raise AlreadyRunning(
-                f"another hermes-gateway (pid {holder}) is already running for this bot; "
-                "one process per bot token (see 'hermes-editor gateway status')."
+                f"another hermes-gateway (pid {holder}) is already running {what} (see 'hermes-editor gateway status')."
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())

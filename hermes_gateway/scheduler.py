@@ -5,7 +5,9 @@ slot, leased), so several gateways on one store never run a slot twice. Each run
 session in the job's project with the ``cron`` toolset, in the job's mode (read-only by
 default); nobody is there to answer approval questions, so they are denied. The result goes
 to the job's chat, chunked; failures are delivered too; a reply of ``[SILENT]`` delivers
-nothing. Delivery is retried with backoff, tracked apart from the run's own status.
+nothing. Delivery is retried with backoff, tracked apart from the run's own status. Without a
+chat platform (``bot`` is None) the result stays in the store and the delivery is recorded
+as skipped.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ _PREAMBLE = (
 class Scheduler:
     """Claims and runs cron jobs, and delivers their results, until stopped."""
 
-    def __init__(self, config: Config, agent: Agent, bot: Any, jobs: JobStore, gateway_store: GatewayStore) -> None:
+    def __init__(self, config: Config, agent: Agent, bot: Any | None, jobs: JobStore, gateway_store: GatewayStore) -> None:
         self._config = config
         self._agent = agent
         self._bot = bot
@@ -73,7 +75,9 @@ class Scheduler:
             except Exception:
                 log.exception("scheduler pass failed")
             try:
-                await asyncio.wait_for(self._wake.wait(), cfg.tick)
+                # Not wait_for: on 3.11 it can swallow a cancel that lands as the wake is set.
+                async with asyncio.timeout(cfg.tick):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()
@@ -151,6 +155,9 @@ class Scheduler:
         jobs, cfg = self._jobs, self._config.cron
         for run in await jobs.claim_deliveries():
             job = await jobs.get_job(run.job_id)
+            if self._bot is None:
+                await jobs.delivery_skipped(run.id, "no chat platform is configured; the result is kept in the store")
+                continue
             if job is None or job.chat_id is None:
                 await jobs.delivery_done(run.id)  # nowhere to send: the result stays in `cron runs`
                 continue

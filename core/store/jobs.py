@@ -81,7 +81,7 @@ class RunRecord:
     session_id: str | None
     result: str | None
     error: str | None
-    delivery_status: str  # none | pending | delivered | failed
+    delivery_status: str  # none | pending | delivered | skipped | failed
     delivery_attempts: int
     delivery_next_at: float | None
     delivery_error: str | None
@@ -330,6 +330,18 @@ class JobStore:
                 "UPDATE cron_runs SET delivery_status = 'delivered', delivery_attempts = delivery_attempts + 1,"
                 " delivery_error = NULL, delivery_next_at = NULL WHERE id = ?",
                 (run_id,),
+            )
+
+        await self._store._write(body)
+
+    async def delivery_skipped(self, run_id: str, reason: str) -> None:
+        """Record that the result was not sent (no platform to send it with); it stays in the store."""
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await db.execute(
+                conn,
+                "UPDATE cron_runs SET delivery_status = 'skipped', delivery_error = ?, delivery_next_at = NULL WHERE id = ?",
+                (reason[:500], run_id),
             )
 
         await self._store._write(body)
