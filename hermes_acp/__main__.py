@@ -123,17 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             print(TERMINAL_NOTE, file=sys.stderr, flush=True)
         return _run()
     except KeyboardInterrupt:
-        return _interrupted()
+        from surface_support.interrupt import end_by_sigint
 
-
-def _interrupted() -> int:
-    """End by SIGINT, as an unhandled KeyboardInterrupt would, without its traceback."""
-    import signal
-
-    sys.stderr.flush()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    return 130
+        return end_by_sigint()
 
 
 def _run() -> int:

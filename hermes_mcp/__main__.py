@@ -207,17 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             return _http(args.http, options)
         return _stdio(options)
     except KeyboardInterrupt:
-        return _interrupted()
+        from surface_support.interrupt import end_by_sigint
 
-
-def _interrupted() -> int:
-    """End by SIGINT, as an unhandled KeyboardInterrupt would, without its traceback."""
-    import signal
-
-    sys.stderr.flush()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    return 130
+        return end_by_sigint()
 
 
 if __name__ == "__main__":
