@@ -205,7 +205,7 @@ def test_version_help_and_empty_history(hermes_home):
 
 
 @pytest.mark.parametrize("script", ["hermes-mcp", "hermes-gateway"])
-def test_surface_scripts_serve_or_explain(script):
+def test_surface_scripts_serve_or_explain(script, hermes_home):
     result = run(script)
     helped = run(script, "--help")
     assert helped.returncode == 0 and script in helped.stdout
@@ -213,7 +213,9 @@ def test_surface_scripts_serve_or_explain(script):
         # A real MCP server: with no client on stdin it ends at once, and stdout carries protocol only.
         assert result.returncode == 0 and result.stdout == ""
         return
-    # hermes-gateway without a command shows its usage; `run` without a bot token says what to set.
+    # hermes-gateway without a command shows its usage; `run` with neither a bot token nor cron
+    # (without a token it runs the scheduler alone) says what to set.
     assert result.returncode == 2 and "run" in result.stderr and result.stdout == ""
+    (hermes_home / "config.toml").write_text("[cron]\nenabled = false\n")
     started = run(script, "run", env={"HERMES_MODEL": "openai:gpt-4.1", "OPENAI_API_KEY": "sk-test-not-a-real-key-123456"})
     assert started.returncode == 2 and "TELEGRAM_BOT_TOKEN" in started.stderr and started.stdout == ""
