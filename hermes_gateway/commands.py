@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from core.policy.approvals import MODES
 from core.store.schedule import ScheduleError, fmt_time, parse_schedule
 from hermes_gateway.access import not_yours
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
     from core.config import Config
-    from core.policy.approvals import Mode
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobStore
     from hermes_gateway.access import SessionAccess
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMANDS", "Commands"]
 
-MODES: tuple[Mode, ...] = ("read-only", "ask", "accept-edits", "auto")
 COMMANDS = {
     "new": "start a fresh conversation in this chat's project",
     "sessions": "your recent sessions (the owner's: every surface's)",

@@ -35,14 +35,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from core.agent.loop import Session
-    from core.policy.approvals import Mode
     from hermes_mcp.backend import Backend
 
-__all__ = ["MODES", "Task", "TaskError", "TaskManager"]
+__all__ = ["Task", "TaskError", "TaskManager"]
 
 log = logging.getLogger(__name__)
 
-MODES: tuple[Mode, ...] = ("read-only", "ask", "accept-edits", "auto")
 MAX_TASKS_KEPT = 200
 REPLY_CHARS = 16_000
 STEPS_SHOWN = 40
@@ -266,11 +264,13 @@ class TaskManager:
         Raises TaskError, ProjectRefused or backend.NotReady."""
         from core.host.local import LocalHost
         from core.messages import UserMessage
+        from core.policy.approvals import MODES, as_mode
         from hermes_mcp.projects import confine
 
-        chosen = next((m for m in MODES if m == mode), None)
-        if chosen is None:
-            raise TaskError(f"mode must be one of {', '.join(MODES)}")
+        try:
+            chosen = as_mode(mode)
+        except ValueError as exc:
+            raise TaskError(f"mode must be one of {', '.join(MODES)}") from exc
         if mode == "auto" and not self._allow_auto:
             raise TaskError(
                 "mode 'auto' (no approvals) is off for MCP clients; use 'accept-edits' or 'ask', or start hermes-mcp with --allow-auto."
