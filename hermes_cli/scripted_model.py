@@ -82,7 +82,10 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def do_GET(self) -> None:
-        answer = self.server.owner.handle_get(urlsplit(self.path).path)
+        owner = self.server.owner
+        with owner._lock:
+            owner.gets.append((urlsplit(self.path).path, {k.lower(): v for k, v in self.headers.items()}))
+        answer = owner.handle_get(urlsplit(self.path).path)
         if answer is None:
             self.send_json(404, {"error": {"message": f"no route GET {self.path}", "type": "not_found"}})
         else:
@@ -165,6 +168,7 @@ class ScriptedServer:
         self.model = model
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
+        self.gets: list[tuple[str, dict[str, str]]] = []  # (path, lower-cased headers) of each GET
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # notified on each request and each frame sent
         self.frames_sent = 0

@@ -1,7 +1,9 @@
 """Interactive set-up: choose a provider, key and model; write a valid config.toml.
 
-A second run merges into the existing file: only the keys it asks about change; every other
-table and key, and the comments, stay.
+For a local or other OpenAI-compatible server the models it reports are offered by number
+(``GET {base_url}/models``, or Ollama's native ``/api/tags``); when it cannot be reached, the
+model is typed. A second run merges into the existing file: only the keys it asks about
+change; every other table and key, and the comments, stay.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from core.config import PROFILES, ConfigError, config_path, load_config
 
-__all__ = ["merge_config", "read_secret", "render_config", "run_setup", "write_private_atomic"]
+__all__ = ["ModelListError", "list_server_models", "merge_config", "read_secret", "render_config", "run_setup", "write_private_atomic"]
 
 _CHOICES = [
     ("openai", "OpenAI", "gpt-4.1-mini"),
@@ -27,6 +29,64 @@ _CHOICES = [
     ("lmstudio", "LM Studio (local)", "local-model"),
     ("openai-compatible", "Another OpenAI-compatible server (vLLM, llama.cpp, ...)", ""),
 ]
+
+
+# Providers whose server is asked for its models; the others' catalogues are too long to list.
+_LISTS_MODELS = ("ollama", "lmstudio", "openai-compatible")
+# At most this many models are offered by number; a longer list is cut, and any name may be typed.
+_MAX_OFFERED = 60
+
+
+class ModelListError(Exception):
+    """A server's model list could not be had; the message says why, without any key."""
+
+
+def list_server_models(base_url: str, api_key: str | None = None, *, timeout: float = 5.0) -> list[str]:
+    """The model names an OpenAI-compatible server reports at ``GET {base_url}/models``, or, when that
+    route is missing, an Ollama server at ``GET /api/tags`` (beside its ``/v1``); sorted, no duplicates.
+
+    Raises ModelListError when neither answers with a list.
+    """
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    base = base_url.rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    attempts = [(f"{base}/models", "data", "id"), (f"{root}/api/tags", "models", "name")]
+    problems: list[str] = []
+    try:
+        with httpx.Client(timeout=timeout, headers=headers, follow_redirects=True) as client:
+            for url, field, key in attempts:
+                try:
+                    response = client.get(url)
+                except httpx.HTTPError as exc:
+                    # Nothing listens, or the name does not resolve: the fallback would fail the same way.
+                    raise ModelListError(f"cannot reach {base}: {_reason(exc)}") from None
+                if response.status_code in (401, 403):
+                    raise ModelListError(f"{url} refused the request (HTTP {response.status_code}): check the API key")
+                if response.status_code != 200:
+                    problems.append(f"{url}: HTTP {response.status_code}")
+                    continue
+                try:
+                    entries = response.json()[field]
+                    names = {str(entry[key]) for entry in entries if isinstance(entry, dict) and entry.get(key)}
+                except (ValueError, KeyError, TypeError):
+                    problems.append(f"{url}: not a model list")
+                    continue
+                return sorted(names)
+    except httpx.InvalidURL as exc:
+        raise ModelListError(f"{base_url!r} is not a usable URL ({exc})") from None
+    raise ModelListError("; ".join(problems))
+
+
+def _reason(exc: Exception) -> str:
+    import httpx
+
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused or host not found"
+    if isinstance(exc, httpx.TimeoutException):
+        return "no answer in time"
+    return type(exc).__name__
 
 
 def _toml_str(value: str) -> str:
@@ -129,6 +189,35 @@ def run_setup(ask: Callable[[str], str] = input, ask_secret: Callable[[str], str
         return 130
 
 
+def _choose_model(base_url: str, api_key: str | None, default_model: str, ask: Callable[[str], str], out) -> str:
+    """Offer the server's models by number; a typed name is taken as it is."""
+    from core.redaction import scrub
+
+    out(f"Asking {base_url} for its models...")
+    try:
+        models = list_server_models(base_url, api_key)
+    except ModelListError as exc:
+        out(scrub(f"Could not list the server's models ({exc}). Type the model name; 'hermes-editor doctor' checks the server later."))
+        return ask(f"Model [{default_model}]: ").strip() or default_model
+    if not models:
+        out("The server reports no models (Ollama: 'ollama pull NAME' fetches one). Type the model name.")
+        return ask(f"Model [{default_model}]: ").strip() or default_model
+    offered = models[:_MAX_OFFERED]
+    out(f"The server has {len(models)} model{'s' if len(models) != 1 else ''}:")
+    for number, name in enumerate(offered, 1):
+        out(f"  {number}. {name}")
+    if len(models) > len(offered):
+        out(f"  ... and {len(models) - len(offered)} more: type a name to use one of them.")
+    default = offered.index(default_model) + 1 if default_model in offered else 1
+    while True:
+        answer = ask(f"Model (a number, or a name) [{default}]: ").strip() or str(default)
+        if not answer.isdigit() or answer in models:
+            return answer
+        if 1 <= int(answer) <= len(offered):
+            return offered[int(answer) - 1]
+        out(f"'{answer}' is not one of 1-{len(offered)}; give a number from the list or a model name.")
+
+
 def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out) -> int:
     path = config_path()
     out(f"Setting up hermes-editor. The configuration will be written to {path}.")
@@ -148,14 +237,19 @@ def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out)
             out("A base URL is needed for this provider; nothing was written.")
             return 2
     api_key = None
-    if profile.needs_key:
+    if provider == "openai-compatible":
+        api_key = ask_secret("API key for this server (Enter for none): ").strip() or None
+    elif profile.needs_key:
         from_env = os.environ.get(profile.key_env or "")
         prompt = f"{label} API key" + (f" (Enter to use ${profile.key_env} at run time)" if from_env else "") + ": "
         api_key = ask_secret(prompt).strip() or None
         if not api_key and not from_env:
             out(f"An API key is needed for {label}; nothing was written.")
             return 2
-    model = ask(f"Model [{default_model}]: ").strip() or default_model
+    if provider in _LISTS_MODELS and base_url:
+        model = _choose_model(base_url, api_key, default_model, ask, out)
+    else:
+        model = ask(f"Model [{default_model}]: ").strip() or default_model
     if not model:
         out("A model name is needed; nothing was written.")
         return 2
