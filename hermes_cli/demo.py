@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from core.config import ConfigError, config_path, home, load_config
+from hermes_cli.acp_terminal import find_hermes_acp, request_error_text, show_log
 from hermes_cli.demo_client import Console, DemoClient
 from hermes_cli.demo_project import PROMPT, SEARCH_WORD, demo_script, write_project
 
@@ -39,14 +40,6 @@ class _Plan:
     home: Path
     env: dict[str, str]
     server: ScriptedServer | None = None  # the scripted model server, closed at the end
-
-
-def find_hermes_acp() -> str | None:
-    """The ``hermes-acp`` installed with this Python, else the one on PATH."""
-    beside = Path(sys.executable).parent / "hermes-acp"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which("hermes-acp")
 
 
 def run_demo(
@@ -194,29 +187,11 @@ async def _session(
                     turn.cancel()
                 return sid, response.stop_reason
         except acp.RequestError as exc:
-            console.line(f"hermes-acp refused: {_request_error_text(exc)}")
+            console.line(f"hermes-acp refused: {request_error_text(exc)}")
         except (TimeoutError, OSError, ConnectionError) as exc:
             console.line(f"The session with hermes-acp failed: {type(exc).__name__}: {exc}")
-    _show_log(console, log_path)
+    show_log(console, log_path)
     return None, None
-
-
-def _request_error_text(exc: Exception) -> str:
-    data = getattr(exc, "data", None)
-    if isinstance(data, dict) and data.get("details"):
-        return str(data["details"])
-    return str(exc)
-
-
-def _show_log(console: Console, path: Path, lines: int = 15) -> None:
-    try:
-        tail = path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
-    except OSError:
-        return
-    if tail:
-        console.line("hermes-acp said (stderr):")
-        for line in tail:
-            console.line(f"  {line}")
 
 
 async def _find_again(console: Console, state_home: Path, session_id: str) -> bool:
