@@ -168,18 +168,24 @@ async def _answer(store: Any, ref: str, allow: bool, always: bool) -> int:
 
 
 async def _find(store: Any, ref: str) -> Any:
+    from hermes_cli.ids import IdError, resolve
+
     ref = ref.strip().lower()
     row = await store.get_approval(ref)
     if row is not None:
         return row
-    if len(ref) < MIN_PREFIX or not re.fullmatch(r"[0-9a-f]+", ref):
-        raise _Refused(f"No approval {ref!r}. List the waiting ones with: hermes-editor approvals list")
-    rows = await store.select("SELECT id FROM approvals WHERE id >= ? AND id < ? LIMIT 2", (ref, ref + "g"))
-    if not rows:
-        raise _Refused(f"No approval {ref!r}. List the waiting ones with: hermes-editor approvals list")
-    if len(rows) > 1:
-        raise _Refused(f"{ref!r} matches more than one approval; give more of the id. List them with: hermes-editor approvals list")
-    return await store.get_approval(rows[0]["id"])
+    # Ids are hex: anything else matches nothing, and never reaches the query as a pattern.
+    found = []
+    if len(ref) >= MIN_PREFIX and re.fullmatch(r"[0-9a-f]+", ref):
+        found = await store.select(
+            "SELECT id, title, status FROM approvals WHERE id >= ? AND id < ? ORDER BY id LIMIT 21", (ref, ref + "g")
+        )
+    candidates = [(r["id"], redact(f"{r['status']}: {r['title']}")) for r in found]
+    try:
+        approval_id = resolve(ref, candidates, what="approval", listing="approvals list", min_length=MIN_PREFIX)
+    except IdError as exc:
+        raise _Refused(str(exc)) from None
+    return await store.get_approval(approval_id)
 
 
 def _age(created: float) -> str:

@@ -21,6 +21,10 @@ from hermes_cli.json_out import add_json_flag, emit, iso
 
 __all__ = ["add_parsers", "run"]
 
+# A pairing code is approved by a prefix of at least this many of its characters: a slip of
+# the keyboard then hardly ever lands on a stranger's waiting code.
+CODE_PREFIX = 4
+
 
 def add_parsers(commands: Any) -> None:
     """Register the ``gateway``, ``pairing`` and ``cron`` subcommands."""
@@ -37,7 +41,11 @@ def add_parsers(commands: Any) -> None:
         choices=["list", "approve", "reject", "users", "revoke"],
         help="list (the default): waiting requests; users: who is paired",
     )
-    pairing.add_argument("value", nargs="?", help="the CODE (approve, reject) or numeric USER_ID (revoke)")
+    pairing.add_argument(
+        "value",
+        nargs="?",
+        help=f"the CODE (approve, reject; or a unique prefix of {CODE_PREFIX}+ characters) or numeric USER_ID (revoke; or a unique prefix)",
+    )
     add_json_flag(pairing)
 
     cron = commands.add_parser("cron", help="scheduled jobs run by hermes-gateway")
@@ -53,9 +61,9 @@ def add_parsers(commands: Any) -> None:
     add.add_argument("--tz", help="IANA time zone (default: [cron] timezone or the system's)")
     add_json_flag(verbs.add_parser("list", help="jobs, their next run, and the catch-up policy (the default)"))
     for verb in ("pause", "resume", "remove", "run"):
-        verbs.add_parser(verb, help=f"{verb} a job").add_argument("job_id")
+        verbs.add_parser(verb, help=f"{verb} a job").add_argument("job_id", help="a job id, or a unique prefix of one")
     runs = verbs.add_parser("runs", help="recent runs and their delivery")
-    runs.add_argument("job_id", nargs="?")
+    runs.add_argument("job_id", nargs="?", help="only this job's runs (an id, or a unique prefix of one)")
     runs.add_argument("--limit", type=int, default=20)
     add_json_flag(runs)
 
@@ -157,7 +165,8 @@ async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> 
     from core.config import load_config
     from core.store import SessionStore
     from core.store.gateway import GatewayStore
-    from surface_support.pairing import Pairing, PairingError
+    from hermes_cli.ids import IdError, resolve
+    from surface_support.pairing import Pairing, PairingError, normalise
 
     async with SessionStore.open() as store:
         gateway = GatewayStore(store)
@@ -191,6 +200,16 @@ async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> 
         if not value:
             print(f"pairing {action} needs a value (see --help).")
             return 2
+        if action in ("approve", "reject"):
+            # A unique prefix of a waiting code names it; a code that matches none goes on as typed,
+            # so a wrong one counts towards the lock-out as before.
+            candidates = [(c.code, f"user {c.user_id} ({c.name or '?'})") for c in await pairing.pending()]
+            try:
+                value = resolve(normalise(value), candidates, what="pending pairing code", listing="pairing list", min_length=CODE_PREFIX)
+            except IdError as exc:
+                if exc.matches or len(normalise(value)) < CODE_PREFIX:
+                    print(exc)
+                    return 1
         if action == "approve":
             try:
                 found = await pairing.approve(value)
@@ -200,14 +219,18 @@ async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> 
             print(f"Approved: user {found.user_id} ({found.name or '?'}) may now use the bot.")
             return 0
         if action == "reject":
-            print("Rejected." if await gateway.reject_code(value.strip().upper()) else "No such pending code.")
+            print("Rejected." if await gateway.reject_code(normalise(value)) else "No such pending code.")
             return 0
-        if not value.isdigit():
+        if not value.strip().isdigit():
             print("revoke takes the numeric user id (see 'pairing users').")
             return 2
-        print(
-            "Revoked." if await gateway.revoke_user(int(value)) else "That user was not paired (configured ids are changed in config.toml)."
-        )
+        users = [(str(user_id), name or "?") for user_id, name, _ in await gateway.users()]
+        try:
+            user = resolve(value, users, what="paired user", listing="pairing users")
+        except IdError as exc:
+            print(exc if exc.matches else "That user was not paired (configured ids are changed in config.toml).")
+            return 1
+        print(f"Revoked user {user}." if await gateway.revoke_user(int(user)) else "That user was not paired.")
         return 0
 
 
@@ -262,7 +285,12 @@ async def _cron(args: argparse.Namespace) -> int:
                 print(f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_id}  by {made}  {job.project}")
             return 0
         if action == "runs":
-            found_runs = await jobs.runs(args.job_id, limit=max(1, args.limit))
+            run_job = None
+            if args.job_id is not None:
+                run_job = await _job_id(store, jobs, args.job_id, with_runs=True)
+                if run_job is None:
+                    return 1
+            found_runs = await jobs.runs(run_job, limit=max(1, args.limit))
             if args.json:
                 return emit([_run_row(r) for r in found_runs])
             if not found_runs:
@@ -276,9 +304,8 @@ async def _cron(args: argparse.Namespace) -> int:
                 if r.result:
                     print("  " + r.result.replace("\n", "\n  "))
             return 0
-        job_id = args.job_id
-        if await jobs.get_job(job_id) is None:
-            print(f"No job {job_id} (see 'hermes-editor cron list').")
+        job_id = await _job_id(store, jobs, args.job_id)
+        if job_id is None:
             return 1
         if action == "remove":
             await jobs.remove_job(job_id)
@@ -291,6 +318,23 @@ async def _cron(args: argparse.Namespace) -> int:
             await jobs.set_paused(job_id, action == "pause")
             print("Paused." if action == "pause" else "Resumed.")
         return 0
+
+
+async def _job_id(store: Any, jobs: Any, ref: str, *, with_runs: bool = False) -> str | None:
+    """The job ``ref`` names (its id or a unique prefix), or None after saying why on stderr.
+    ``with_runs`` also accepts the id of a removed job whose runs are kept."""
+    from hermes_cli.ids import IdError, resolve
+
+    candidates = [(job.id, job.name) for job in await jobs.list_jobs()]
+    if with_runs:
+        known = {id_ for id_, _ in candidates}
+        rows = await store.select("SELECT DISTINCT job_id FROM cron_runs ORDER BY job_id")
+        candidates += [(row[0], "(removed)") for row in rows if row[0] not in known]
+    try:
+        return resolve(ref, candidates, what="job", listing="cron list")
+    except IdError as exc:
+        print(exc, file=sys.stderr)
+        return None
 
 
 def _job_row(job: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     log.add_argument("--limit", type=int, default=30)
     add_json_flag(log)
     revert = actions.add_parser("revert", help="undo one change by its id (from 'memory log')")
-    revert.add_argument("id")
+    revert.add_argument("id", help="an id from 'memory log', or a unique prefix of one")
     approve = actions.add_parser("approve", help="keep flagged lines you wrote yourself (screening removes them from prompts)")
     approve.add_argument("--yes", action="store_true", help="approve every flagged line without asking")
 
@@ -91,8 +91,14 @@ def run(args: argparse.Namespace) -> int:
             path = memory.memory_path(kind)
             texts.append((path.read_text(encoding="utf-8") if path.is_file() else "", str(path)))
         return approve_flagged(texts, args.yes)
+    from hermes_cli.ids import IdError, resolve
+
+    entries = [(entry.id, f"{entry.who} {entry.action} {memory.FILES[entry.kind]}") for entry in memory.journal()]
     try:
-        change = memory.revert(args.id)
+        change = memory.revert(resolve(args.id, entries, what="memory change", listing="memory log"))
+    except IdError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.code
     except memory.MemoryError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hermes_cli.ids import SHOWN, ambiguous, unknown
 from hermes_cli.json_out import add_json_flag, emit, iso
 from hermes_cli.redact import redact
 
@@ -93,12 +94,11 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             record = await _find(store, args.session_id)
         except AmbiguousPrefixError as exc:
-            print(f"{args.session_id!r} matches more than one session; give more of the id:", file=sys.stderr)
-            for match in exc.matches:
-                print(f"  {match.id}  {match.title or '(untitled)'}", file=sys.stderr)
+            matches = [(m.id, redact(m.title or "(untitled)")) for m in exc.matches]
+            print(ambiguous(args.session_id, "session", matches[:SHOWN], more=len(matches) > SHOWN), file=sys.stderr)
             return 1
         if record is None:
-            print(f"No session matches {args.session_id!r}.", file=sys.stderr)
+            print(unknown(args.session_id, "session", "sessions list"), file=sys.stderr)
             return 1
         if args.action == "rename":
             title = " ".join(args.title).strip()
