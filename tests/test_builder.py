@@ -203,8 +203,10 @@ async def test_each_surface_is_told_only_of_tools_it_has(hermes_home, tmp_path):
     offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
     assert "short answers" in mcp_prompt, "memory is still in the prompt"
     for tool, words in (("skill_view", "skill_view"), ("memory", "the memory tool"), ("run_command", "run commands")):
-        if tool not in offered:
-            assert words not in mcp_prompt, f"the MCP agent is told of {tool}, which it does not have"
+        assert (tool in offered) == (words in mcp_prompt), f"the MCP agent's prompt and its {tool} tool disagree"
+    # hermes-mcp runs the whole agent: the prompt's skills and memory are ones it can use.
+    assert offered == {t.name for t in toolset("editor")}
+    assert "deploy" in mcp_prompt and "skill_view" in mcp_prompt
 
     with ScriptedOpenAIServer([{"text": "hi"}]) as server:
         async with running_agent(Client(), agent_env(hermes_home, server.base_url)) as (conn, _, _):

@@ -32,15 +32,16 @@ __all__ = ["TOOLSETS", "all_tools", "toolset"]
 _FILES = [read_file, edit_file, write_file, apply_patch, delete_file, move_file, grep, glob, list_dir]
 _COMMANDS = [run_command, command_output, stop_command]
 _LEARNING = [memory, skill_view, skill_manage, session_search]
-_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING]
+# The whole agent: what a person can watch and answer questions for, in an editor, an MCP client or a chat.
+_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING, cron]
 
 TOOLSETS: dict[str, list[Tool]] = {
     # ACP sessions in the editor.
     "editor": _EDITOR,
-    # hermes-mcp: the file tools; the client brings its own commands.
-    "mcp": _FILES,
-    # Telegram chats: the editor's tools and the cron tool.
-    "gateway": [*_EDITOR, cron],
+    # hermes-mcp (Claude Desktop, Cursor): the same agent as in the editor.
+    "mcp": _EDITOR,
+    # Telegram chats: the same agent again (cron included, once).
+    "gateway": _EDITOR,
     # Scheduled runs: reading, commands and the plan; nobody is there to approve edits.
     "cron": [read_file, grep, glob, list_dir, *_COMMANDS, update_plan],
 }
