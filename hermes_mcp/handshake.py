@@ -35,12 +35,16 @@ HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[-1]
 
 INSTRUCTIONS = """Hermes is a coding agent with its own history, skills and memory, shared with the \
-user's editors. Use it for work in a project directory:
+user's editors. Give it work in a project directory: it reads and edits files, runs commands in a \
+sandbox, keeps a plan, uses and adds to its skills and memory, searches past sessions, schedules jobs.
 - ask: a small request that finishes within a minute (returns the result, or a task id to follow).
 - task_start, then task_wait until the status is done: longer work. Results list changed files as diffs.
 - cwd must be a project folder the user opened in this client (a root) or listed in [mcp] projects \
 of Hermes' config.toml; never / or the home directory.
-- needs_approval: a change waits for the user, and only the user answers it, never you. Clients \
+- mode: ask (the default) asks the user before each change and command; accept-edits lets edits and \
+commands the sandbox contains go ahead (the network, files outside the project and dangerous commands \
+still ask); read-only changes nothing.
+- needs_approval: a change or command waits for the user, and only the user answers it, never you. Clients \
 with elicitation show a form; otherwise show the user the approval and ask them to answer in a \
 terminal (hermes-editor approvals allow ID, or deny ID), in their editor, or on their phone.
 - sessions_search / sessions_list / session_read: past conversations from every surface.

@@ -238,6 +238,7 @@ class TaskManager:
         self._on_project = on_project
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._sessions: dict[str, Session] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -289,10 +290,13 @@ class TaskManager:
             path = path or confine(record.cwd, allowed)
             session = self._sessions.get(session_id)
             if session is None or session.cwd != path:
+                replaced = session
                 session = await agent.open_session(session_id, host, cwd=path, mode=chosen)
                 if session is None:
                     raise TaskError(f"No session {session_id!r}.")
                 self._sessions[session_id] = session
+                if replaced is not None:
+                    self._retire(replaced)
         else:
             if path is None:
                 raise TaskError("cwd is required for a new task: the absolute path of the project directory.")
@@ -342,7 +346,22 @@ class TaskManager:
                 return
             del self._tasks[oldest]
 
+    def _retire(self, session: Session) -> None:
+        """Stop the background commands of a session object no longer used (reopened elsewhere),
+        once its running tasks end."""
+        runners = [t.runner for t in self.running() if t.session is session and t.runner is not None]
+
+        async def close() -> None:
+            if runners:
+                await asyncio.wait(runners)
+            await _close_hosts([session])
+
+        closing = asyncio.create_task(close(), name=f"retire-{session.id}")
+        self._retiring.add(closing)
+        closing.add_done_callback(self._retiring.discard)
+
     async def aclose(self) -> None:
+        """Cancel running tasks, then stop every background command the sessions started."""
         agent = self._backend.agent_if_built
         runners = [t.runner for t in self.running() if t.runner is not None]
         if agent is not None:
@@ -350,8 +369,22 @@ class TaskManager:
                 agent.cancel(task.session)
         if runners:
             await asyncio.wait(runners, timeout=10)
-        for session in self._sessions.values():
-            try:
-                await session.host.aclose()
-            except Exception:
-                log.debug("host close failed", exc_info=True)
+        if self._retiring:
+            await asyncio.wait(self._retiring, timeout=10)
+        stopped = await _close_hosts(list(self._sessions.values()))
+        if stopped:
+            log.info("stopped %d background command%s", stopped, "" if stopped == 1 else "s")
+
+
+async def _close_hosts(sessions: list[Session]) -> int:
+    """Close the sessions' hosts (their background commands end); how many commands were running."""
+    running = sum(len(getattr(s.host, "jobs", {})) for s in sessions)
+
+    async def close(session: Session) -> None:
+        try:
+            await session.host.aclose()
+        except Exception:
+            log.debug("host close failed", exc_info=True)
+
+    await asyncio.gather(*(close(s) for s in sessions))
+    return running

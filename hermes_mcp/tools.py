@@ -76,7 +76,7 @@ Cwd = Annotated[
 ]
 SessionArg = Annotated[str | None, Field(description="continue this session (from any editor or this server)")]
 ModeArg = Annotated[
-    Mode, Field(description="ask: the user approves each change; accept-edits: file edits go ahead, commands ask; read-only")
+    Mode, Field(description="ask: changes and commands ask; accept-edits: edits and sandboxed commands go ahead; read-only: neither")
 ]
 TaskId = Annotated[str, Field(description="from ask or task_start")]
 WaitArg = Annotated[float, Field(ge=0, le=MAX_WAIT, description="seconds to wait at most")]
@@ -195,8 +195,8 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         wait: Annotated[float, Field(ge=1, le=MAX_WAIT, description="seconds to wait for the result")] = 40,
     ) -> TaskResult | InputRequiredResult:
         """Ask the Hermes coding agent for something small in a project and wait for the result: its reply
-        and the changed files as diffs. Longer work returns a task_id to follow with task_wait. Changes wait
-        for the user's approval (status needs_approval; only the user answers)."""
+        and the changed files as diffs. Longer work returns a task_id to follow with task_wait. Changes and
+        commands wait for the user's approval (status needs_approval; only the user answers)."""
         resumed = resumed_task_id(ctx)
         found = task(resumed) if resumed else await start(ctx, prompt, cwd, session_id, mode)
         if isinstance(found, InputRequiredResult):
