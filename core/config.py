@@ -26,6 +26,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "CronConfig",
+    "CronWebhookConfig",
     "GatewayConfig",
     "McpConfig",
     "TelegramConfig",
@@ -169,6 +170,31 @@ class GatewayConfig(_Strict):
     files_max_bytes: int = Field(default=20_000_000, gt=0)
 
 
+def _check_destination(spec: str) -> str:
+    kind, _, value = spec.partition(":")
+    if spec.startswith(("http://", "https://")):
+        return spec
+    if kind not in ("file", "webhook") or not value.strip():
+        raise ValueError(f"{spec!r} is not a destination: write 'file:PATH', 'webhook:URL' or 'webhook:NAME'")
+    if kind == "webhook" and "://" in value and not value.strip().startswith(("http://", "https://")):
+        raise ValueError(f"{spec!r}: webhooks take only http and https URLs")
+    return spec
+
+
+class CronWebhookConfig(_Strict):
+    """``[cron.webhooks.NAME]``: a webhook a job names as ``webhook:NAME``; its headers stay here."""
+
+    url: str = Field(description="http or https URL the results are POSTed to")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="sent with each POST (an Authorization header, say)")
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http or https URL")
+        return url
+
+
 class CronConfig(_Strict):
     """``[cron]``: the scheduler inside ``hermes-gateway``."""
 
@@ -180,6 +206,17 @@ class CronConfig(_Strict):
     delivery_attempts: int = Field(default=5, ge=1, le=50)
     delivery_retry_delay: float = Field(default=5.0, ge=0, description="seconds before the first delivery retry (x4 each time)")
     run_timeout: float = Field(default=1800.0, gt=0)
+    deliver: list[str] = Field(
+        default_factory=list,
+        description="where results of jobs that name no destination go, besides the store and the chat: 'file:PATH', 'webhook:URL|NAME'",
+    )
+    webhooks: dict[str, CronWebhookConfig] = Field(default_factory=dict, description="named webhooks with their headers")
+    webhook_timeout: float = Field(default=15.0, gt=0, description="seconds a webhook POST may take")
+
+    @field_validator("deliver")
+    @classmethod
+    def _destinations(cls, specs: list[str]) -> list[str]:
+        return [_check_destination(spec) for spec in specs]
 
 
 class SandboxConfig(_Strict):
@@ -250,6 +287,10 @@ class Config(_Strict):
         for secret in (self.telegram.token, self.telegram.webhook_secret):
             if secret is not None:
                 found.append(secret.get_secret_value())
+        for hook in self.cron.webhooks.values():
+            for value in hook.headers.values():
+                found.append(value.get_secret_value())
+                found.extend(value.get_secret_value().split()[1:])  # "Bearer TOKEN": the token alone too
         from core.tokens import mcp_token_values
 
         found.extend(mcp_token_values())

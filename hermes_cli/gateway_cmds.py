@@ -3,6 +3,8 @@
 These read and write the shared store and the gateway's status files; they never talk to a
 running gateway directly (a queued ``cron run`` is picked up by its next scheduler pass).
 ``cron add`` and ``cron run`` warn when no scheduler is running (no gateway lock is held).
+``cron add --deliver`` names a job's destinations besides the store and its chat (files,
+webhooks); ``cron list`` shows them and ``cron runs`` how each run fared at each.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def add_parsers(commands: Any) -> None:
     cron = commands.add_parser("cron", help="scheduled jobs run by hermes-gateway")
     add_json_flag(cron)
     verbs = cron.add_subparsers(dest="cron_action", metavar="ACTION")
-    add = verbs.add_parser("add", help="add a job: cron add SCHEDULE PROMPT --project PATH [--chat ID]")
+    add = verbs.add_parser("add", help="add a job: cron add SCHEDULE PROMPT --project PATH [--chat ID] [--deliver DEST]")
     add.add_argument("schedule", help="'0 9 * * 1-5', 'every 2h', 'daily at 09:00', 'weekdays at 9am', 'in 30m', or ISO time")
     add.add_argument("prompt", help="what the agent does at each run")
     add.add_argument("--project", default=".", help="the project directory (default: here)")
@@ -59,6 +61,13 @@ def add_parsers(commands: Any) -> None:
     add.add_argument("--name", help="a short label")
     add.add_argument("--mode", default="read-only", choices=["read-only", "ask", "accept-edits", "auto"])
     add.add_argument("--tz", help="IANA time zone (default: [cron] timezone or the system's)")
+    add.add_argument(
+        "--deliver",
+        action="append",
+        metavar="DEST",
+        help="also send each result to file:PATH (appended) or webhook:URL|NAME (POSTed as JSON); repeatable; "
+        "'none': not even the [cron] deliver defaults (default: those defaults)",
+    )
     add_json_flag(verbs.add_parser("list", help="jobs, their next run, and the catch-up policy (the default)"))
     for verb in ("pause", "resume", "remove", "run"):
         verbs.add_parser(verb, help=f"{verb} a job").add_argument("job_id", help="a job id, or a unique prefix of one")
@@ -105,6 +114,13 @@ def gateway_status() -> int:
             continue
         print(f"{path.stem}: {state} (pid {data.get('pid')}, @{data.get('bot') or '?'}, {data.get('mode', 'polling')})")
         print(f"  started {_when(data.get('started_at'))}, last heartbeat {_when(data.get('heartbeat'))}")
+        telegram = data.get("telegram")
+        if running and isinstance(telegram, dict) and telegram.get("state") != "connected":
+            # Telegram unreachable or refusing at start-up: the gateway retries it, jobs still run.
+            line = f"  telegram: {telegram.get('state')}"
+            if telegram.get("attempts"):
+                line += f" (failed {telegram['attempts']} times, next try {_when(telegram.get('retry_at'))}): {telegram.get('error')}"
+            print(line)
         if running:
             print(f"  projects: {', '.join(data.get('projects') or [])}; turns running: {data.get('turns_running', 0)}")
             print(
@@ -125,17 +141,9 @@ def _status_files(directory: Path) -> list[Path]:
 def scheduler_running() -> bool:
     """Whether a gateway with its scheduler on is running (its lock is held), by the test ``gateway status`` uses."""
     from core.config import home
+    from core.store.jobs import scheduler_running as running_in
 
-    for path in _status_files(home() / "gateway"):
-        if not _lock_held(path.with_suffix(".lock")):
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return True  # held, status caught mid-write
-        if data.get("cron_enabled", True):
-            return True
-    return False
+    return running_in(home() / "gateway")
 
 
 def _warn_without_scheduler() -> None:
@@ -255,6 +263,11 @@ async def _cron(args: argparse.Namespace) -> int:
             if not project.is_dir():
                 print(f"{project} is not a directory.")
                 return 2
+            try:
+                deliver = _destinations(args.deliver, config)
+            except ValueError as exc:
+                print(f"--deliver: {exc}")
+                return 2
             chat = args.chat if args.chat is not None else config.gateway.owner
             job = await jobs.add_job(
                 name=args.name or args.prompt[:40],
@@ -264,15 +277,17 @@ async def _cron(args: argparse.Namespace) -> int:
                 project=str(project),
                 mode=args.mode,
                 chat_id=chat,
+                deliver=deliver,
             )
             where = f"chat {chat}" if chat is not None else "no chat (set --chat or [gateway] owner)"
             print(f"Added job {job.id}: {schedule.describe()}, next run {fmt_time(job.next_run_at, tz)}; results go to {where}.")
+            print(f"Delivery: {', '.join(_targets(job, config))}.")
             _warn_without_scheduler()
             return 0
         if action == "list":
             found = await jobs.list_jobs()
             if args.json:
-                return emit([_job_row(job) for job in found])
+                return emit([_job_row(job, config) for job in found])
             print(
                 f"Catch-up policy: after downtime, one run per job if its latest missed slot is under "
                 f"{int(config.cron.catch_up_grace)}s old; older ones are reported as missed, never run in a burst."
@@ -283,6 +298,7 @@ async def _cron(args: argparse.Namespace) -> int:
                 state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
                 made = f"user {job.owner_id}" if job.owner_id is not None else "the owner"
                 print(f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_id}  by {made}  {job.project}")
+                print(f"  delivers to: {', '.join(_targets(job, config))}")
             return 0
         if action == "runs":
             run_job = None
@@ -292,7 +308,7 @@ async def _cron(args: argparse.Namespace) -> int:
                     return 1
             found_runs = await jobs.runs(run_job, limit=max(1, args.limit))
             if args.json:
-                return emit([_run_row(r) for r in found_runs])
+                return emit([_run_row(r, await jobs.deliveries(r.id)) for r in found_runs])
             if not found_runs:
                 print("No runs yet.")
             for r in found_runs:
@@ -301,6 +317,9 @@ async def _cron(args: argparse.Namespace) -> int:
                     f"{r.id}  job {r.job_id}  slot {_when(r.scheduled_at)}  {r.status}{' catch-up' if r.catch_up and r.status != 'missed' else ''}"
                     f"  delivery {r.delivery_status} x{r.delivery_attempts}{extra}"
                 )
+                for d in await jobs.deliveries(r.id):
+                    why = f" ({d.error})" if d.error else ""
+                    print(f"  -> {d.target}: {d.status}{f' x{d.attempts}' if d.attempts else ''}{why}")
                 if r.result:
                     print("  " + r.result.replace("\n", "\n  "))
             return 0
@@ -337,7 +356,38 @@ async def _job_id(store: Any, jobs: Any, ref: str, *, with_runs: bool = False) -
         return None
 
 
-def _job_row(job: Any) -> dict[str, Any]:
+def _destinations(given: list[str] | None, config: Any) -> list[str] | None:
+    """``--deliver`` values as stored specs (None: the ``[cron] deliver`` defaults); a ValueError says what is wrong."""
+    from core.store.jobs import parse_destination
+
+    if not given:
+        return None
+    if given == ["none"]:
+        return []
+    specs = []
+    for text in given:
+        if text == "none":
+            raise ValueError("'none' cannot be combined with other destinations")
+        found = parse_destination(text, base=Path.cwd())
+        if found.named and found.value not in config.cron.webhooks:
+            known = ", ".join(sorted(config.cron.webhooks)) or "none are configured"
+            raise ValueError(
+                f"no webhook named {found.value!r} in [cron.webhooks] ({known}); add [cron.webhooks.{found.value}] with its url"
+            )
+        specs.append(found.spec)
+    return specs
+
+
+def _targets(job: Any, config: Any) -> list[str]:
+    """Where a job's results go, for people: the store always, its chat, then its destinations."""
+    shown = ["the store"] + ([f"chat {job.chat_id}"] if job.chat_id is not None else [])
+    shown += [d.spec for d in job.destinations(config.cron.deliver)]
+    if job.deliver is None and config.cron.deliver:
+        shown[-1] += " ([cron] deliver defaults)"
+    return shown
+
+
+def _job_row(job: Any, config: Any) -> dict[str, Any]:
     """A job in ``cron list --json``."""
     return {
         "id": job.id,
@@ -351,13 +401,15 @@ def _job_row(job: Any) -> dict[str, Any]:
         "paused": bool(job.paused),
         "chat_id": job.chat_id,
         "owner_id": job.owner_id,
+        "deliver": [d.spec for d in job.destinations(config.cron.deliver)],
+        "deliver_defaults": job.deliver is None,
         "created_at": iso(job.created_at),
         "next_run_at": iso(job.next_run_at),
         "last_run_at": iso(job.last_run_at),
     }
 
 
-def _run_row(r: Any) -> dict[str, Any]:
+def _run_row(r: Any, deliveries: list[Any]) -> dict[str, Any]:
     """A run in ``cron runs --json``."""
     return {
         "id": r.id,
@@ -373,4 +425,8 @@ def _run_row(r: Any) -> dict[str, Any]:
         "delivery_status": r.delivery_status,
         "delivery_attempts": r.delivery_attempts,
         "delivery_error": r.delivery_error,
+        "deliveries": [
+            {"target": d.target, "status": d.status, "attempts": d.attempts, "error": d.error, "delivered_at": iso(d.delivered_at)}
+            for d in deliveries
+        ],
     }

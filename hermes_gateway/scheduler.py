@@ -3,36 +3,49 @@
 Each pass claims runs in the store (``JobStore.claim_due``: one transaction, unique per
 slot, leased), so several gateways on one store never run a slot twice. Each run is a fresh
 session in the job's project with the ``cron`` toolset, in the job's mode (read-only by
-default); nobody is there to answer approval questions, so they are denied. The result goes
-to the job's chat, chunked; failures are delivered too; a reply of ``[SILENT]`` delivers
-nothing. Delivery is retried with backoff, tracked apart from the run's own status. Without a
-chat platform (``bot`` is None) the result stays in the store and the delivery is recorded
-as skipped.
+default); nobody is there to answer approval questions, so they are denied. The result stays
+in the store and goes to each of the job's destinations: its chat (chunked), files (appended,
+one locked write per run) and webhooks (a JSON POST); failures are delivered too; a reply of
+``[SILENT]`` delivers nothing. Each destination is retried with backoff on its own, tracked
+apart from the run's own status. Without a chat platform (``bot`` is None) the chat is
+recorded as skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
 import logging
+import os
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
+import httpx
 from telegram.error import TelegramError
 
 from core.events import Decision, PermissionNeeded, TextDelta, TurnEnded
 from core.messages import UserMessage
 from core.policy.approvals import as_mode
+from core.redaction import scrub
+from core.store.jobs import Destination
+from core.store.schedule import fmt_time
 from hermes_gateway.telegram_io import Target, send_long
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
     from core.config import Config
     from core.store.gateway import GatewayStore
-    from core.store.jobs import JobStore, RunRecord
+    from core.store.jobs import JobRecord, JobStore, RunRecord
 
-__all__ = ["SILENT", "Scheduler"]
+__all__ = ["SILENT", "Scheduler", "append_result", "delivery_text", "file_text", "webhook_payload"]
+
+Outcome = tuple[Literal["delivered", "skipped", "failed"], str | None]
+NO_PLATFORM = "no chat platform is configured; the result is kept in the store"
 
 log = logging.getLogger(__name__)
 
@@ -151,23 +164,70 @@ class Scheduler:
                 return
 
     async def deliver_due(self) -> None:
-        """Send every result whose delivery is due; count failures for retry with backoff."""
+        """Send every result whose delivery is due to each destination still waiting for it;
+        count failures per destination for retry with backoff."""
         jobs, cfg = self._jobs, self._config.cron
         for run in await jobs.claim_deliveries():
             job = await jobs.get_job(run.job_id)
+            if job is None:
+                await jobs.delivery_skipped(run.id, "the job was removed; the result is kept in the store")
+                continue
+            targets = ([f"chat:{job.chat_id}"] if job.chat_id is not None else []) + [d.spec for d in job.destinations(cfg.deliver)]
+            if not targets:
+                if self._bot is None:
+                    await jobs.delivery_skipped(run.id, NO_PLATFORM)
+                else:
+                    await jobs.delivery_done(run.id)  # nowhere to send: the result stays in `cron runs`
+                continue
+            due = await jobs.open_deliveries(run.id, targets)
+            outcomes = await asyncio.gather(*(self._deliver_to(job, run, d.target) for d in due))
+            for delivery, (outcome, error) in zip(due, outcomes, strict=True):
+                status = await jobs.record_delivery(
+                    run.id, delivery.target, outcome, error, max_attempts=cfg.delivery_attempts, delay=cfg.delivery_retry_delay
+                )
+                if outcome == "failed":
+                    log.warning("delivery of cron run %s to %s failed (%s); %s", run.id, _shown(delivery.target), error, status)
+
+    async def _deliver_to(self, job: JobRecord, run: RunRecord, target: str) -> Outcome:
+        kind, _, value = target.partition(":")
+        if kind == "chat":
             if self._bot is None:
-                await jobs.delivery_skipped(run.id, "no chat platform is configured; the result is kept in the store")
-                continue
-            if job is None or job.chat_id is None:
-                await jobs.delivery_done(run.id)  # nowhere to send: the result stays in `cron runs`
-                continue
+                return "skipped", NO_PLATFORM
             try:
-                await send_long(self._bot, Target(job.chat_id, job.thread_id), delivery_text(job.name, job.id, run))
+                await send_long(self._bot, Target(int(value), job.thread_id), delivery_text(job.name, job.id, run))
             except (TelegramError, OSError) as exc:
-                status = await jobs.delivery_failed(run.id, str(exc), max_attempts=cfg.delivery_attempts, delay=cfg.delivery_retry_delay)
-                log.warning("delivery of cron run %s failed (%s); %s", run.id, exc, status)
-                continue
-            await jobs.delivery_done(run.id)
+                return "failed", str(exc)
+            return "delivered", None
+        if kind == "file":
+            try:
+                await asyncio.to_thread(append_result, Path(value), file_text(job, run))
+            except OSError as exc:
+                return "failed", f"cannot append to {value}: {exc.strerror or exc}"
+            return "delivered", None
+        return await self._post(Destination("webhook", value), job, run)
+
+    async def _post(self, hook: Destination, job: JobRecord, run: RunRecord) -> Outcome:
+        """POST the run as JSON; any 2xx is delivered. Errors name the URL's origin only (a
+        webhook URL often carries its own secret), and header values are never shown."""
+        cfg = self._config.cron
+        headers = {"User-Agent": "hermes-editor", "Idempotency-Key": run.id}
+        if hook.named:
+            entry = cfg.webhooks.get(hook.value)
+            if entry is None:
+                return "failed", f"no webhook named {hook.value!r}: add [cron.webhooks.{hook.value}] with its url to config.toml"
+            url = entry.url
+            headers |= {name: value.get_secret_value() for name, value in entry.headers.items()}
+        else:
+            url = hook.value
+        origin = _origin(url)
+        try:
+            async with httpx.AsyncClient(timeout=cfg.webhook_timeout, follow_redirects=False) as client:
+                response = await client.post(url, json=webhook_payload(job, run), headers=headers)
+        except httpx.HTTPError as exc:
+            return "failed", f"could not reach {origin}: {type(exc).__name__}"
+        if 200 <= response.status_code < 300:
+            return "delivered", None
+        return "failed", f"{origin} answered HTTP {response.status_code}"
 
     async def drain(self, grace: float) -> None:
         if not self._runs:
@@ -192,3 +252,69 @@ def delivery_text(name: str, job_id: str, run: RunRecord) -> str:
             body += f"\n\n{run.result}"
         return f"{head}\n{body}"
     return f"{head}\n\n{run.result or '(no output)'}"
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
+
+def _shown(target: str) -> str:
+    """A destination for the log: a webhook URL by its origin only."""
+    kind, _, value = target.partition(":")
+    return f"webhook {_origin(value)}" if kind == "webhook" and "://" in value else target
+
+
+def webhook_payload(job: JobRecord, run: RunRecord) -> dict[str, Any]:
+    """The JSON a webhook receives for one run."""
+    return {
+        "job_id": job.id,
+        "job_name": job.name,
+        "run_id": run.id,
+        "status": run.status,
+        "catch_up": bool(run.catch_up),
+        "scheduled_at": _iso(run.scheduled_at),
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "result": scrub(run.result) if run.result else None,
+        "error": scrub(run.error) if run.error else None,
+    }
+
+
+def file_text(job: JobRecord, run: RunRecord) -> str:
+    """What a file destination gets appended for one run: a heading, then the result or error."""
+    head = f"## {fmt_time(run.finished_at or run.scheduled_at, job.timezone)} · {job.name} (job {job.id}, run {run.id}) · {run.status}"
+    if run.catch_up and run.status != "missed":
+        head += " · catch-up run after downtime"
+    parts = [head]
+    if run.error:
+        parts.append(("The run failed: " if run.status == "failed" else "") + run.error)
+    if run.result or run.status == "ok":
+        parts.append(run.result or "(no output)")
+    return scrub("\n\n".join(parts)) + "\n\n"
+
+
+def append_result(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` in one locked write, so runs delivering at once never interleave.
+
+    Missing folders are made. The path was resolved when the job was made; if it now leads
+    elsewhere through a link (one put in its way later), nothing is written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(errno.ENOTDIR, f"{path.parent} (or a folder above it) is a file, not a folder") from None
+    if os.path.realpath(path) != str(path):
+        raise OSError(0, f"it now leads to {os.path.realpath(path)} through a link; not written")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)

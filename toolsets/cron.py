@@ -1,9 +1,14 @@
-"""The ``cron`` tool: the agent manages scheduled jobs from a gateway chat.
+"""The ``cron`` tool: the agent manages scheduled jobs from a chat, an editor or an MCP task.
 
-Jobs it creates run in the session's project and deliver to the chat the session is bound
-to. Creating, pausing or removing a job changes state, so it asks the user first (the
-session's approval mode decides). A job's mode is read-only unless the user approved one
-that may edit (``accept-edits``); nobody is present to approve anything during a run.
+Jobs it creates run in the session's project (run by ``hermes-gateway``'s scheduler) and
+deliver to the chat the session is bound to, if any, and to the destinations the call names
+(``deliver``: files the result is appended to, webhooks it is POSTed to). Creating, pausing or
+removing a job changes state, so it asks the user first (the session's approval mode decides).
+A destination outside the project (a file elsewhere, a webhook URL the model wrote) is a write
+or a send the scheduler will repeat without asking, so it asks in every mode, names the path
+or URL plainly and never offers "always"; files the project's tools could not write without
+asking (``.git/``, ``.envrc``, secrets) are refused. A job's mode is read-only unless the user
+approved one that may edit (``accept-edits``); nobody is present to approve anything during a run.
 
 A job belongs to the chat user whose turn made it; the gateway's owner (``[gateway] owner``)
 controls every job, anyone else only their own. Outside a chat (no chat user) the tool acts for
@@ -12,10 +17,14 @@ the owner, as the CLI does.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from core.config import home
+from core.paths import is_secret_path, protected_reason, within
+from core.store.jobs import Destination, DestinationError, JobRecord, parse_destination, scheduler_running
 from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
@@ -33,6 +42,12 @@ class CronArgs(BaseModel):
     name: str | None = Field(default=None, description="for add: a short label")
     mode: Literal["read-only", "accept-edits"] = Field(default="read-only", description="for add: what a run may do")
     job_id: str | None = Field(default=None, description="for pause, resume, remove, run (now), runs (recent results)")
+    deliver: list[str] | None = Field(
+        default=None,
+        description="for add: where each result also goes, besides the store and this chat (if any): 'file:PATH' (appended; "
+        "relative to the project), 'webhook:URL' (http/https, POSTed as JSON) or 'webhook:NAME' (configured by the user); "
+        "omit for the configured defaults, [] for none",
+    )
 
 
 def _title(args: CronArgs) -> str:
@@ -63,9 +78,56 @@ async def _chat_of(store, session_id: str) -> _Chat:
     return _Chat(users.pop(), int(chat), (int(thread) or None) if thread else None)
 
 
+_NO_SCHEDULER = (
+    "Warning: no scheduler is running, so this job will not run until one starts: the user should run `hermes-gateway run` "
+    "(it needs no chat platform)."
+)
+
+
+def _destinations(ctx: ToolContext, given: list[str]) -> tuple[list[Destination], list[str]]:
+    """The destinations the call named, and why each that reaches outside the project needs a question every time."""
+    root = ctx.roots[0]
+    found: list[Destination] = []
+    outside: list[str] = []
+    for text in given:
+        try:
+            dest = parse_destination(text, base=root)
+        except DestinationError as exc:
+            raise ToolError(str(exc)) from None
+        if dest.kind == "file":
+            path = Path(dest.value)
+            if reason := protected_reason(path):
+                raise ToolError(f"{path}: {reason}, so a job may not append to it. Nothing was scheduled; choose another file.")
+            if is_secret_path(path):
+                raise ToolError(f"{path} may hold secrets, so a job may not append to it. Nothing was scheduled; choose another file.")
+            if not within(path, ctx.roots):
+                outside.append(f"each run appends to {path}, outside the project")
+        elif dest.named:
+            if dest.value not in ctx.settings.cron.webhooks:
+                known = ", ".join(sorted(ctx.settings.cron.webhooks)) or "none are configured"
+                raise ToolError(
+                    f"no webhook named {dest.value!r} ({known}); give an http(s) URL or ask the user to add [cron.webhooks.NAME]"
+                )
+        else:
+            outside.append(f"each run's result is sent to {dest.value}")
+        found.append(dest)
+    return found, outside
+
+
+def _where(job: JobRecord, ctx: ToolContext) -> str:
+    """Where a job's results go, for the model and the user."""
+    places = ["the store (`hermes-editor cron runs " + job.id + "`)"]
+    if job.chat_id is not None:
+        places.append("this chat")
+    for dest in job.destinations(ctx.settings.cron.deliver):
+        places.append(f"file {dest.value}" if dest.kind == "file" else f"webhook {dest.value}")
+    return ", ".join(places)
+
+
 @tool(kind="other", read_only=False, title=_title)
 async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
-    """List, add, pause, resume, remove or run scheduled jobs, or show a job's recent runs; results go to this chat."""
+    """List, add, pause, resume, remove or run scheduled jobs, or show a job's recent runs. Jobs run in this project;
+    results are kept for `hermes-editor cron runs`, go to this chat if there is one, and to files or webhooks named in deliver."""
     from core.store.jobs import JobStore
 
     owner = ctx.settings.owner
@@ -78,7 +140,8 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
             return ToolOutput("No scheduled jobs of this user.")
         return ToolOutput(
             "\n".join(
-                f"{j.id}  {j.name}  {j.parsed.describe()}  {'paused' if j.paused else 'next ' + fmt_time(j.next_run_at, j.timezone)}  mode={j.mode}"
+                f"{j.id}  {j.name}  {j.parsed.describe()}  {'paused' if j.paused else 'next ' + fmt_time(j.next_run_at, j.timezone)}"
+                f"  mode={j.mode}  results to: {_where(j, ctx)}"
                 for j in found
             )
         )
@@ -90,7 +153,13 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
             schedule = parse_schedule(args.schedule, tz=tz)
         except ScheduleError as exc:
             raise ToolError(str(exc)) from None
-        await ctx.approve_call(f"Schedule '{args.prompt[:60]}' {schedule.describe()} (mode {args.mode})")
+        destinations, outside = _destinations(ctx, args.deliver) if args.deliver is not None else ([], [])
+        title = f"Schedule '{args.prompt[:60]}' {schedule.describe()} (mode {args.mode}) in {ctx.roots[0]}"
+        if destinations:
+            title += "; results also go to " + ", ".join(
+                f"file {d.value}" if d.kind == "file" else f"webhook {d.value}" for d in destinations
+            )
+        await ctx.approve_call(title, every_time="; ".join(outside))
         added = await jobs.add_job(
             name=(args.name or args.prompt)[:40],
             schedule=schedule,
@@ -101,9 +170,12 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
             chat_id=chat.chat_id,
             thread_id=chat.thread_id,
             owner_id=chat.user_id,
+            deliver=None if args.deliver is None else [d.spec for d in destinations],
         )
-        where = "this chat" if chat.chat_id is not None else "nowhere (no chat is bound to this session; see `hermes-editor cron runs`)"
-        return ToolOutput(f"Added job {added.id}: {schedule.describe()}, next {fmt_time(added.next_run_at, tz)}; results go to {where}.")
+        text = f"Added job {added.id}: {schedule.describe()}, next {fmt_time(added.next_run_at, tz)}; results go to {_where(added, ctx)}."
+        if not scheduler_running(home() / "gateway"):
+            text += "\n" + _NO_SCHEDULER
+        return ToolOutput(text)
     if not args.job_id:
         raise ToolError(f"{args.action} needs job_id")
     job = await jobs.get_job(args.job_id)
@@ -119,13 +191,19 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
         if not runs:
             return ToolOutput(f"Job {job.id} has not run yet.")
         return ToolOutput(
-            "\n".join(f"{fmt_time(r.scheduled_at, job.timezone)}  {r.status}  {(r.error or r.result or '')[:500]}" for r in runs)
+            "\n".join(
+                f"{fmt_time(r.scheduled_at, job.timezone)}  {r.status}  delivery {r.delivery_status}  {(r.error or r.result or '')[:500]}"
+                for r in runs
+            )
         )
     await ctx.approve_call(f"{args.action.capitalize()} job {args.job_id} ({job.name})")
     if args.action == "remove":
         await jobs.remove_job(args.job_id)
     elif args.action == "run":
         await jobs.request_run(args.job_id)
+        if not scheduler_running(home() / "gateway"):
+            return ToolOutput(f"Job {args.job_id}: queued; results go to {_where(job, ctx)}.\n{_NO_SCHEDULER}")
+        return ToolOutput(f"Job {args.job_id}: queued; results go to {_where(job, ctx)}.")
     else:
         await jobs.set_paused(args.job_id, args.action == "pause")
     return ToolOutput(f"Job {args.job_id}: {args.action} done.")

@@ -9,11 +9,16 @@ then given up as failed. Delivery of a run's result is tracked apart from the ru
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiosqlite
 
@@ -21,11 +26,119 @@ from core.store import db
 from core.store.schedule import Schedule, due_slots, next_fire
 from core.store.sessions import SessionStore
 
-__all__ = ["JobRecord", "JobStore", "RunRecord"]
+__all__ = [
+    "DeliveryRecord",
+    "Destination",
+    "DestinationError",
+    "JobRecord",
+    "JobStore",
+    "RunRecord",
+    "parse_destination",
+    "scheduler_running",
+]
 
 # A run whose gateway vanished is retried this many times in all, then failed.
 MAX_RUN_ATTEMPTS = 2
 MAX_DELIVERY_BACKOFF = 1800.0
+
+
+_WEBHOOK_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class DestinationError(ValueError):
+    """A delivery destination that cannot be used as written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a run's result goes besides the store and the job's chat.
+
+    ``file``: ``value`` is an absolute path the result is appended to. ``webhook``: ``value`` is
+    an http(s) URL the result is POSTed to, or the name of a ``[cron.webhooks.NAME]`` entry
+    (whose URL and headers the configuration holds).
+    """
+
+    kind: Literal["file", "webhook"]
+    value: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.kind}:{self.value}"
+
+    @property
+    def named(self) -> bool:
+        """A webhook named in the configuration rather than a literal URL."""
+        return self.kind == "webhook" and not self.value.startswith(("http://", "https://"))
+
+
+def parse_destination(text: str, *, base: Path) -> Destination:
+    """``file:PATH``, ``webhook:URL`` (http or https) or ``webhook:NAME``; a bare http(s) URL is a webhook.
+
+    A relative or ``~`` path is made absolute (relative to ``base``) and its links resolved, so
+    what is stored is the file that will be written.
+    """
+    text = text.strip()
+    kind, sep, value = text.partition(":")
+    if text.startswith(("http://", "https://")):
+        kind, value = "webhook", text
+    elif kind not in ("file", "webhook") and value.startswith("//"):
+        raise DestinationError(f"{kind}:// is not allowed: webhooks take only http and https URLs")
+    elif not sep or kind not in ("file", "webhook") or not value.strip():
+        raise DestinationError(
+            f"unknown destination {text!r}: write file:PATH (the result is appended to it) or webhook:URL "
+            "(an http or https URL, or the NAME of a [cron.webhooks.NAME] entry in config.toml)"
+        )
+    value = value.strip()
+    if kind == "file":
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = base / path
+        resolved = path.resolve()
+        if resolved.is_dir():
+            raise DestinationError(f"{resolved} is a directory; name a file to append the results to")
+        return Destination("file", str(resolved))
+    if "://" in value:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https"):
+            raise DestinationError(f"webhook {parts.scheme}:// is not allowed: only http and https URLs")
+        if not parts.hostname:
+            raise DestinationError(f"webhook URL {value!r} has no host")
+        return Destination("webhook", value)
+    if not _WEBHOOK_NAME.fullmatch(value):
+        raise DestinationError(f"webhook {value!r} is neither an http(s) URL nor the name of a [cron.webhooks.NAME] entry")
+    return Destination("webhook", value)
+
+
+def scheduler_running(gateway_dir: Path) -> bool:
+    """Whether a gateway with its scheduler on is running: one of its lock files in ``gateway_dir``
+    (``$HERMES_EDITOR_HOME/gateway``) is held and its status file does not say cron is off."""
+    import fcntl
+
+    if not gateway_dir.is_dir():
+        return False
+    for status in [*gateway_dir.glob("bot-*.json"), *gateway_dir.glob("scheduler.json")]:
+        lock = status.with_suffix(".lock")
+        if not lock.exists():
+            continue
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            held = False
+        finally:
+            os.close(fd)
+        if not held:
+            continue
+        try:
+            data = json.loads(status.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return True  # held, status caught mid-write
+        if data.get("cron_enabled", True):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +160,26 @@ class JobRecord:
     last_run_at: float | None
     # The chat user who made it; None: made on the machine (CLI, editor, MCP), the owner's.
     owner_id: int | None = None
+    # Destinations besides the store and the chat, as specs (``file:/abs/path``, ``webhook:URL``);
+    # None: the ``[cron] deliver`` defaults; empty: none at all.
+    deliver: tuple[str, ...] | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> JobRecord:
-        return cls(**{k: row[k] for k in row.keys()} | {"paused": bool(row["paused"])})  # noqa: SIM118 (a Row iterates its values)
+        fields = {k: row[k] for k in row.keys()}  # noqa: SIM118 (a Row iterates its values)
+        deliver = fields.pop("deliver", None)
+        return cls(**fields | {"paused": bool(row["paused"]), "deliver": None if deliver is None else tuple(json.loads(deliver))})
+
+    def destinations(self, defaults: list[str] | tuple[str, ...] = ()) -> list[Destination]:
+        """This job's destinations: its own, or ``defaults`` when it names none (defaults that do
+        not parse are left out; the configuration is checked when it is loaded)."""
+        found = []
+        for spec in self.deliver if self.deliver is not None else defaults:
+            try:
+                found.append(parse_destination(spec, base=Path(self.project)))
+            except DestinationError:
+                continue
+        return found
 
     @property
     def parsed(self) -> Schedule:
@@ -91,6 +220,23 @@ class RunRecord:
         return cls(**{k: row[k] for k in row.keys()})  # noqa: SIM118 (a Row iterates its values)
 
 
+@dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    """One destination of one run's result: ``chat:ID``, ``file:PATH`` or ``webhook:URL|NAME``."""
+
+    run_id: str
+    target: str
+    status: str  # pending | delivered | skipped | failed
+    attempts: int
+    next_at: float | None
+    error: str | None
+    delivered_at: float | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> DeliveryRecord:
+        return cls(**{k: row[k] for k in row.keys()})  # noqa: SIM118 (a Row iterates its values)
+
+
 class JobStore:
     """Cron jobs and runs over an open :class:`SessionStore` (same connection, same lock)."""
 
@@ -111,10 +257,12 @@ class JobStore:
         chat_id: int | None = None,
         thread_id: int | None = None,
         owner_id: int | None = None,
+        deliver: list[str] | tuple[str, ...] | None = None,
         now: float | None = None,
     ) -> JobRecord:
         """Create a job for ``owner_id`` (a chat user; None: the owner); its first fire time is
-        computed from ``now``."""
+        computed from ``now``. ``deliver``: destination specs (see :func:`parse_destination`);
+        None takes the ``[cron] deliver`` defaults at each delivery."""
         now = time.time() if now is None else now
         job_id = uuid.uuid4().hex[:8]
         first = next_fire(schedule, now, anchor=now, tz=timezone)
@@ -123,8 +271,22 @@ class JobStore:
             await db.execute(
                 conn,
                 "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_id, thread_id,"
-                " paused, created_at, next_run_at, owner_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
-                (job_id, name, schedule.text, timezone, prompt, project, mode, chat_id, thread_id, now, first, owner_id),
+                " paused, created_at, next_run_at, owner_id, deliver) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    name,
+                    schedule.text,
+                    timezone,
+                    prompt,
+                    project,
+                    mode,
+                    chat_id,
+                    thread_id,
+                    now,
+                    first,
+                    owner_id,
+                    None if deliver is None else json.dumps(list(deliver)),
+                ),
             )
 
         await self._store._write(body)
@@ -158,6 +320,7 @@ class JobStore:
 
     async def remove_job(self, job_id: str) -> bool:
         async def body(conn: aiosqlite.Connection) -> int:
+            await db.execute(conn, "DELETE FROM cron_deliveries WHERE run_id IN (SELECT id FROM cron_runs WHERE job_id = ?)", (job_id,))
             await db.execute(conn, "DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
             return await db.execute(conn, "DELETE FROM cron_jobs WHERE id = ?", (job_id,))
 
@@ -368,6 +531,91 @@ class JobStore:
 
         await self._store._write(body)
         return status
+
+    # -- delivery per destination ---------------------------------------------------------
+
+    async def open_deliveries(self, run_id: str, targets: list[str], *, now: float | None = None) -> list[DeliveryRecord]:
+        """The run's destinations due for an attempt now. The first call records ``targets``
+        (each pending, due now); later calls keep that list, so a retry goes only to the
+        destinations that have not taken the result yet."""
+        now = time.time() if now is None else now
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            async with conn.execute("SELECT 1 FROM cron_deliveries WHERE run_id = ? LIMIT 1", (run_id,)) as cursor:
+                if await cursor.fetchone() is not None:
+                    return
+            for target in dict.fromkeys(targets):
+                await db.execute(
+                    conn,
+                    "INSERT INTO cron_deliveries (run_id, target, status, attempts, next_at) VALUES (?, ?, 'pending', 0, ?)",
+                    (run_id, target, now),
+                )
+
+        await self._store._write(body)
+        rows = await self._store._fetchall(
+            "SELECT * FROM cron_deliveries WHERE run_id = ? AND status = 'pending' AND next_at <= ? ORDER BY rowid", (run_id, now)
+        )
+        return [DeliveryRecord.from_row(r) for r in rows]
+
+    async def deliveries(self, run_id: str) -> list[DeliveryRecord]:
+        """Each destination of a run and how its delivery went."""
+        rows = await self._store._fetchall("SELECT * FROM cron_deliveries WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return [DeliveryRecord.from_row(r) for r in rows]
+
+    async def record_delivery(
+        self,
+        run_id: str,
+        target: str,
+        outcome: Literal["delivered", "skipped", "failed"],
+        error: str | None = None,
+        *,
+        max_attempts: int,
+        delay: float = 5.0,
+        now: float | None = None,
+    ) -> str:
+        """Record one attempt at one destination; returns its new status.
+
+        A failure is retried ``delay`` seconds later, quadrupling per failure (capped at 30
+        minutes), until ``max_attempts`` attempts failed. The run's own delivery fields then
+        sum up its destinations: pending while any is, else failed if any failed, else
+        delivered if any took it, else skipped; the error lists each destination's.
+        """
+        now = time.time() if now is None else now
+
+        async def body(conn: aiosqlite.Connection) -> str:
+            async with conn.execute("SELECT attempts FROM cron_deliveries WHERE run_id = ? AND target = ?", (run_id, target)) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                return "failed"
+            attempts = row["attempts"] + (outcome != "skipped")
+            status: str = outcome
+            next_at = None
+            if outcome == "failed" and attempts < max_attempts:
+                status = "pending"
+                next_at = now + min(delay * 4 ** (attempts - 1), MAX_DELIVERY_BACKOFF)
+            await db.execute(
+                conn,
+                "UPDATE cron_deliveries SET status = ?, attempts = ?, next_at = ?, error = ?, delivered_at = ? WHERE run_id = ? AND target = ?",
+                (status, attempts, next_at, error[:500] if error else None, now if outcome == "delivered" else None, run_id, target),
+            )
+            await self._sum_up(conn, run_id)
+            return status
+
+        return await self._store._write(body)
+
+    @staticmethod
+    async def _sum_up(conn: aiosqlite.Connection, run_id: str) -> None:
+        async with conn.execute("SELECT * FROM cron_deliveries WHERE run_id = ? ORDER BY rowid", (run_id,)) as cursor:
+            found = [DeliveryRecord.from_row(r) for r in await cursor.fetchall()]
+        statuses = {d.status for d in found}
+        status = next((s for s in ("pending", "failed", "delivered") if s in statuses), "skipped")
+        waiting = [d.next_at for d in found if d.status == "pending" and d.next_at is not None]
+        errors = "; ".join(f"{d.target}: {d.error}" for d in found if d.error and d.status != "delivered")
+        await db.execute(
+            conn,
+            "UPDATE cron_runs SET delivery_status = ?, delivery_attempts = ?, delivery_next_at = ?, delivery_error = ? WHERE id = ?",
+            (status, max((d.attempts for d in found), default=0), min(waiting) if waiting else None, errors[:1000] or None, run_id),
+        )
 
     # -- reading --------------------------------------------------------------------------
 

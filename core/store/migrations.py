@@ -338,3 +338,28 @@ async def m006_gateway_session_starter(conn: aiosqlite.Connection) -> None:
             "CREATE INDEX gateway_sessions_user ON gateway_sessions (user_id, created_at)",
         ],
     )
+
+
+@migration
+async def m007_cron_destinations(conn: aiosqlite.Connection) -> None:
+    # A job's destinations besides the store and its chat (a JSON list of "file:PATH" and
+    # "webhook:URL|NAME"; NULL: the [cron] deliver defaults), and how each run's result fared at
+    # each destination: a retry goes only to those that have not taken it yet.
+    await _run(
+        conn,
+        [
+            "ALTER TABLE cron_jobs ADD COLUMN deliver TEXT",
+            """
+            CREATE TABLE cron_deliveries (
+                run_id TEXT NOT NULL REFERENCES cron_runs(id) ON DELETE CASCADE,
+                target TEXT NOT NULL,
+                status TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_at REAL,
+                error TEXT,
+                delivered_at REAL,
+                PRIMARY KEY (run_id, target)
+            )
+            """,
+        ],
+    )

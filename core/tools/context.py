@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.config import Config
+from core.config import Config, CronConfig
 from core.events import ApprovalRequest, Decision, Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
 from core.host.checkpoints import Checkpoints
 from core.host.local import BackgroundCommand, Host
@@ -40,11 +40,13 @@ class ToolSettings:
     owner: int | None = None
     # The zone new schedules are read in (``[cron] timezone``); None: the system's.
     timezone: str | None = None
+    # ``[cron]``: the default destinations and named webhooks the cron tool offers.
+    cron: CronConfig = field(default_factory=CronConfig)
 
     @classmethod
     def of(cls, config: Config) -> ToolSettings:
         """The settings of ``config``."""
-        return cls(learning=config.learning, owner=config.gateway.owner, timezone=config.cron.timezone)
+        return cls(learning=config.learning, owner=config.gateway.owner, timezone=config.cron.timezone, cron=config.cron)
 
 
 @dataclass(slots=True)
@@ -131,9 +133,17 @@ class ToolContext:
         self._command_approved = command
         self._confinement = Confinement(tuple(self.roots), ruling.grants)
 
-    async def approve_call(self, title: str, *, detail: str = "") -> None:
-        """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say)."""
-        await self._gate(Action(self.tool_name, self.tool_kind, False, ()), title=title, detail=detail)
+    async def approve_call(self, title: str, *, detail: str = "", every_time: str = "") -> None:
+        """Ask before a tool that is neither an edit nor a command acts (an MCP tool, say).
+
+        ``every_time``: why this call asks in every mode, never offering "always" (it reaches
+        outside the project); the policy's refusals (read-only mode) still stand."""
+        action = Action(self.tool_name, self.tool_kind, False, ())
+        ruling = None
+        if every_time:
+            base = self.policy.ruling(action)
+            ruling = base if base.verdict == "refuse" else Ruling("ask", every_time, False)
+        await self._gate(action, title=title, detail=detail, ruling=ruling)
 
     async def require_write(self, title: str, *, flagged: str = "") -> None:
         """Let a learning write (a memory entry, a skill) go ahead as the policy rules: its
