@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.json_out import add_json_flag
+
 __all__ = ["register", "run"]
 
 # Key names that hold credentials: their string values are never printed.
@@ -19,6 +21,7 @@ _SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "credent
 _SECRET_TABLES = ("env", "headers")
 # What a hidden value shows as: short enough that the credential-shape redaction leaves "key = ***" readable.
 HIDDEN = "***"
+_JSON_HELP = 'print the configuration in effect (config.toml, the environment, the defaults) as one JSON object; secrets are "set" or null'
 
 
 class _Refused(Exception):
@@ -37,8 +40,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Show, read or edit config.toml. Keys are dotted: providers.openai.base_url. "
         "'set' keeps the file's comments and order and refuses a value the configuration would reject.",
     )
+    add_json_flag(config, _JSON_HELP)
     actions = config.add_subparsers(dest="action", metavar="ACTION")
-    actions.add_parser("show", help="the configuration with secrets hidden (the default)")
+    add_json_flag(actions.add_parser("show", help="the configuration with secrets hidden (the default)"), _JSON_HELP)
     get = actions.add_parser("get", help="one value, by dotted key")
     get.add_argument("key", help="a dotted key, e.g. providers.openai.base_url")
     set_ = actions.add_parser("set", help="set one value, keeping the rest of the file")
@@ -55,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "path":
             print(path)
             return 0
+        if args.action in (None, "show") and getattr(args, "json", False):
+            return _show_json(path)
         if args.action in (None, "show"):
             return _show(path)
         if args.action == "get":
@@ -113,6 +119,43 @@ def _show(path: Path) -> int:
     _hide_secrets(document)
     print(redact(tomlkit.dumps(document)).rstrip("\n"))
     return 0
+
+
+def _show_json(path: Path) -> int:
+    """The configuration in effect as one JSON object: secrets are "set" or null, never their value."""
+    import json
+
+    from core.config import ConfigError, load_config
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        raise _Refused(f"The configuration does not load: {exc}") from None
+    sys.stdout.write(json.dumps(_public(config.model_dump()), ensure_ascii=False, indent=2) + "\n")
+    return 0
+
+
+def _public(value: Any, name: str = "", *, all_strings: bool = False) -> Any:
+    """``value`` (a model_dump) as JSON data: every secret is "set" (or null when unset), every other string redacted."""
+    from pathlib import PurePath
+
+    from pydantic import SecretStr
+
+    from hermes_cli.redact import redact
+
+    secret = all_strings or _is_secret(name)
+    if isinstance(value, SecretStr):
+        return "set"
+    if isinstance(value, dict):
+        inner = all_strings or name.lower() in _SECRET_TABLES
+        return {str(key): _public(item, str(key), all_strings=inner) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_public(item, all_strings=all_strings) for item in value]
+    if isinstance(value, str | PurePath):
+        return "set" if secret else redact(str(value))
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact(str(value))
 
 
 def _split(key: str) -> list[str]:

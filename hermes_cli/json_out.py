@@ -11,9 +11,9 @@ from typing import Any
 __all__ = ["add_json_flag", "emit", "iso"]
 
 
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
+def add_json_flag(parser: argparse.ArgumentParser, help: str = "print one JSON array of objects instead of text") -> None:
     """Add ``--json`` to a listing command."""
-    parser.add_argument("--json", action="store_true", help="print one JSON array of objects instead of text")
+    parser.add_argument("--json", action="store_true", help=help)
 
 
 def iso(epoch: float | None) -> str | None:

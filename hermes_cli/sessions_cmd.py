@@ -44,7 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     delete.add_argument("--older-than", type=float, metavar="DAYS", help="every session with no activity for this many days")
     delete.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     delete.add_argument("--force", action="store_true", help="delete sessions that are running right now too")
-    actions.add_parser("stats", help="counts of sessions and messages, by surface; store size; oldest and newest")
+    stats = actions.add_parser("stats", help="counts of sessions and messages, by surface; store size; oldest and newest")
+    add_json_flag(stats, "print one JSON object instead of text")
 
 
 def add_search_arguments(search: argparse.ArgumentParser) -> None:
@@ -74,6 +75,8 @@ async def _run(args: argparse.Namespace) -> int:
         return 2
     listing = args.action in (None, "list")
     path = home() / "state.db"
+    if not path.exists() and args.action == "stats" and args.json:
+        return _stats_json(None, path)
     if not path.exists() and getattr(args, "json", False):
         emit([])
         return 0 if listing else 1
@@ -87,6 +90,10 @@ async def _run(args: argparse.Namespace) -> int:
             return await _list(store, max(1, args.limit), as_json=args.json)
         if args.action == "search":
             return await _search(store, args)
+        if args.action == "stats" and args.json:
+            from core.store.session_admin import stats
+
+            return _stats_json(await stats(store), path)
         if args.action == "stats":
             return await _stats(store)
         if args.action == "delete" and args.session_id is None:
@@ -162,6 +169,21 @@ async def _delete(store, record, args: argparse.Namespace) -> int:
     if record is None:
         print(f"{verb} {len(targets)} session(s).")
     return 1 if skipped and not targets else 0
+
+
+def _stats_json(found: Any, path: Path) -> int:
+    """``sessions stats --json``: one object; zeros when there is no store yet."""
+    row = {
+        "sessions": found.sessions if found else 0,
+        "messages": found.messages if found else 0,
+        "by_surface": dict(found.by_surface) if found else {},
+        "size_bytes": found.size_bytes if found else 0,
+        "path": str(path),
+        "oldest": iso(found.oldest) if found else None,
+        "newest": iso(found.newest) if found else None,
+    }
+    sys.stdout.write(json.dumps(row, indent=2) + "\n")
+    return 0
 
 
 async def _stats(store) -> int:

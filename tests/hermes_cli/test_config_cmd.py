@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -30,7 +31,7 @@ allowed_users = [42]
 """
 
 
-def hermes_editor(*args: str, input: str = "") -> subprocess.CompletedProcess[str]:
+def hermes_editor(*args: str, input: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     path = BIN / "hermes-editor"
     assert path.exists(), f"{path} is missing: install the project (pip install -e .[test])"
     return subprocess.run(
@@ -38,7 +39,7 @@ def hermes_editor(*args: str, input: str = "") -> subprocess.CompletedProcess[st
         input=input,
         capture_output=True,
         text=True,
-        env={**os.environ, "HERMES_QUIET": "1"},
+        env={**os.environ, "HERMES_QUIET": "1", **(env or {})},
         timeout=90,
         start_new_session=True,
     )
@@ -68,6 +69,33 @@ def test_show_prints_the_file_without_secrets_and_is_the_default(hermes_home):
     assert API_KEY not in shown.stdout + shown.stderr and BOT_TOKEN not in shown.stdout + shown.stderr
     bare = hermes_editor("config")
     assert bare.returncode == 0 and bare.stdout == shown.stdout
+
+
+def test_show_as_json_is_the_configuration_in_effect_with_secrets_as_set_or_null(hermes_home):
+    write_config(
+        hermes_home, CONFIG + '\n[mcp_servers.gh]\ncommand = "gh-mcp"\nenv = { GITHUB_TOKEN = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4" }\n'
+    )
+    shown = hermes_editor("config", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["model"] == "ollama:qwen3:8b"
+    assert data["providers"]["openai"]["api_key"] == "set" and data["providers"]["ollama"]["api_key"] is None
+    assert data["providers"]["ollama"]["base_url"] == "http://127.0.0.1:11434/v1"
+    assert data["telegram"]["token"] == "set" and data["telegram"]["webhook_secret"] is None
+    assert data["telegram"]["allowed_users"] == [42]
+    assert data["mcp_servers"]["gh"]["env"] == {"GITHUB_TOKEN": "set"}
+    assert data["retry"]["max_attempts"] >= 1, "the defaults are in it too"
+    for secret in (API_KEY, BOT_TOKEN, "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4"):
+        assert secret not in shown.stdout + shown.stderr
+    assert json.loads(hermes_editor("config", "--json").stdout) == data
+
+    # A key from the environment counts as set; an unloadable file is an error, not a half answer.
+    (hermes_home / "config.toml").unlink()
+    from_env = hermes_editor("config", "show", "--json", env={"ANTHROPIC_API_KEY": "sk-ant-test-env-0123456789abcdef"})
+    assert json.loads(from_env.stdout)["providers"]["anthropic"]["api_key"] == "set"
+    write_config(hermes_home, "retry = 3\n")
+    broken = hermes_editor("config", "show", "--json")
+    assert broken.returncode == 1 and broken.stdout == "" and "The configuration does not load" in broken.stderr
 
 
 def test_show_without_a_config_points_at_setup(hermes_home):

@@ -141,6 +141,22 @@ def test_stats_counts_sessions_messages_and_surfaces(tmp_path):
     )
 
 
+def test_stats_as_json(tmp_path):
+    import json
+
+    home = tmp_path / "home"
+    empty = json.loads(cli(home, "stats", "--json").stdout)
+    assert empty["sessions"] == 0 and empty["by_surface"] == {} and empty["oldest"] is None
+    seed(home, tmp_path)
+    done = cli(home, "stats", "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["sessions"] == 3 and found["messages"] == 3
+    assert found["by_surface"] == {"acp": 1, "mcp": 1, "gateway": 1}
+    assert found["size_bytes"] > 0 and found["path"] == str(home / "state.db")
+    assert found["oldest"] < found["newest"] and found["newest"].endswith("+00:00")
+
+
 def test_top_level_search_takes_the_filters_and_json_of_sessions_search(tmp_path):
     import json
 
