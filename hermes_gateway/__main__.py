@@ -1,8 +1,14 @@
 """``hermes-gateway run``: the Telegram gateway and cron scheduler, in the foreground.
 
-SIGTERM and SIGINT stop it gracefully: no new updates are taken, turns and cron runs in
-flight get ``[gateway] shutdown_grace`` seconds to finish, and what is still running then is
-cancelled (the core saves what was said, and the run is recorded as interrupted).
+Telegram unreachable or refusing at start-up does not stop it: the platform is retried with
+capped, jittered backoff (1s doubling to 5 minutes; a rejected token at the 5-minute pace)
+while scheduled jobs keep running; every failure is logged, and ``hermes-editor gateway
+status`` shows the state.
+
+SIGTERM and SIGINT stop it gracefully at any point (also while Telegram is being retried): no
+new updates are taken, turns and cron runs in flight get ``[gateway] shutdown_grace`` seconds
+to finish, and what is still running then is cancelled (the core saves what was said, and the
+run is recorded as interrupted).
 
 With no Telegram token configured it runs the scheduler only: due jobs run and their results
 are kept in the store (``hermes-editor cron runs``); nothing is sent to a chat.
@@ -34,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers are in place
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     if (sys.argv[1:] if argv is None else argv)[:1] in (["--version"], ["-V"]):
         # Answered before the state home is touched and before anything else loads.
         print(f"hermes-gateway {version()}")
@@ -93,22 +106,22 @@ def main(argv: list[str] | None = None) -> int:
 async def _serve(gateway) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(name: str) -> None:
+        if not stop.is_set():
+            log.info("%s: stopping", name)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig.name)
     try:
         await gateway.open()
         gateway.write_status("starting")
         await gateway.serve(stop)
-    except Exception as exc:
-        from telegram.error import InvalidToken, TelegramError
-
-        if isinstance(exc, InvalidToken):
-            print("hermes-gateway: Telegram rejected the bot token; check TELEGRAM_BOT_TOKEN / [telegram] token.", file=sys.stderr)
-            return 2
-        if isinstance(exc, TelegramError):
-            print(f"hermes-gateway: Telegram error: {exc}", file=sys.stderr)
-            return 1
-        raise
+    except Exception:
+        log.exception("the gateway failed")
+        await gateway.close()
+        return 1
     log.info("gateway stopped")
     return 0
 

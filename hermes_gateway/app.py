@@ -14,8 +14,10 @@ import asyncio
 import base64
 import logging
 import mimetypes
+import random
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -35,11 +37,14 @@ if TYPE_CHECKING:
     from hermes_gateway.lock import GatewayLock
     from surface_support.pairing import Pairing
 
-__all__ = ["Gateway", "GatewayError"]
+__all__ = ["Gateway", "GatewayError", "PlatformState", "retry_delay"]
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 5.0
+# Reconnecting to Telegram at start-up: the first wait, doubled per failure up to the cap, jittered.
+RETRY_FIRST = 1.0
+RETRY_CAP = 300.0
 DEFAULT_API = "https://api.telegram.org/bot"
 _TEXT_INLINE_LIMIT = 100_000
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -47,6 +52,33 @@ _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 class GatewayError(Exception):
     """A configuration problem that stops the gateway before it starts; the message says what to fix."""
+
+
+@dataclass(slots=True)
+class PlatformState:
+    """Where Telegram stands: ``connecting``, ``retrying`` (after ``attempts`` failures, the last
+    saying ``error``; the next try at ``retry_at``) or ``connected``."""
+
+    state: str
+    error: str | None
+    attempts: int
+    retry_at: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "error": self.error, "attempts": self.attempts, "retry_at": self.retry_at}
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds before retry number ``attempt`` (1-based): 1s, 2s, 4s ... capped at 5 minutes, each
+    between half and all of that (jitter, so gateways cut off together do not return in step)."""
+    ceiling = min(RETRY_CAP, RETRY_FIRST * 2 ** min(attempt - 1, 30))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def _is_telegram_error(exc: BaseException) -> bool:
+    from telegram.error import TelegramError
+
+    return isinstance(exc, TelegramError)
 
 
 def check_config(config: Config) -> dict[str, str]:
@@ -95,7 +127,9 @@ class Gateway:
         self.lock = lock
         self.started_at = time.time()
         self.last_update_at: float | None = None
+        self.platform_state = PlatformState("connecting", None, 0, None)
         self._loops: list[asyncio.Task[None]] = []
+        self._closed = False
 
     # -- building -------------------------------------------------------------------------
 
@@ -164,48 +198,153 @@ class Gateway:
     # -- running --------------------------------------------------------------------------
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Poll (or take webhooks) and run the scheduler until ``stop`` is set; then shut down gracefully."""
+        """Run the scheduler and bring the platform up (retried with backoff) until ``stop`` is set;
+        then shut down gracefully. The store is closed however this ends."""
+        try:
+            if not self.platform:
+                await self._serve_scheduler_only(stop)
+            else:
+                await self._serve_platform(stop)
+        finally:
+            await self.close()
+
+    async def _serve_platform(self, stop: asyncio.Event) -> None:
         from surface_support.approval_watch import watch_foreign_answers
 
-        if not self.platform:
-            await self._serve_scheduler_only(stop)
-            return
         cfg = self.config
         app = self.application
-        async with app:
-            self.chatbot.username = app.bot.username or ""
-            log.info("gateway started as @%s; projects: %s", self.chatbot.username, ", ".join(self.projects))
-            await app.start()
-            assert app.updater is not None
-            if cfg.telegram.mode == "webhook":
-                assert cfg.telegram.webhook_secret is not None
-                await app.updater.start_webhook(
-                    listen=cfg.telegram.webhook_listen,
-                    port=cfg.telegram.webhook_port,
-                    # The listener serves the public URL's path (a reverse proxy forwards it as is).
-                    url_path=urlsplit(cfg.telegram.webhook_url or "").path.strip("/"),
-                    webhook_url=cfg.telegram.webhook_url,
-                    secret_token=cfg.telegram.webhook_secret.get_secret_value(),
+        # The scheduler and the heartbeat do not wait for Telegram: jobs run while it is unreachable.
+        self._loops = [
+            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(watch_foreign_answers(self.agent.broker, self.store), name="approval-watch"),
+        ]
+        if cfg.cron.enabled:
+            self._loops.append(asyncio.create_task(self.scheduler.loop(), name="scheduler"))
+        connect = asyncio.create_task(self._connect(), name="connect")
+        await stop.wait()
+        connect.cancel()  # still retrying: give up (a no-op once connected)
+        await asyncio.gather(connect, return_exceptions=True)
+        log.info("stopping: no new updates; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
+        await self._quietly(self._stop_updates())
+        await asyncio.gather(self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace))
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        if app.running:
+            await self._quietly(app.stop())
+        await self._quietly(app.shutdown())
+
+    async def _connect(self) -> None:
+        """Bring Telegram up (getMe, then polling or the webhook), retrying with capped, jittered
+        backoff until it works; every failure is logged and shown by ``hermes-editor gateway status``.
+
+        Once polling runs, python-telegram-bot rides out later network failures itself.
+        """
+        cfg = self.config
+        app = self.application
+        attempt = 0
+        while True:
+            try:
+                await app.initialize()
+                self.chatbot.username = app.bot.username or ""
+                if not app.running:
+                    await app.start()
+                await self._start_updates()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                attempt += 1
+                why, delay, level = self._connect_failure(exc, attempt)
+                self.platform_state = PlatformState("retrying", why, attempt, time.time() + delay)
+                self.write_status("running")
+                log.log(
+                    level,
+                    "Telegram start-up failed (attempt %d): %s; retrying in %.1fs; scheduled jobs keep running",
+                    attempt,
+                    why,
+                    delay,
+                    exc_info=exc if not _is_telegram_error(exc) else None,
                 )
-            else:
-                await app.updater.start_polling(poll_interval=0.0, timeout=int(cfg.telegram.poll_timeout), drop_pending_updates=False)
-            self._loops = [
-                asyncio.create_task(self._heartbeat(), name="heartbeat"),
-                asyncio.create_task(watch_foreign_answers(self.agent.broker, self.store), name="approval-watch"),
-            ]
-            if cfg.cron.enabled:
-                self._loops.append(asyncio.create_task(self.scheduler.loop(), name="scheduler"))
-            if self.remote.enabled:
-                self._loops.append(asyncio.create_task(self.remote.loop(), name="remote-approvals"))
-            await stop.wait()
-            log.info("stopping: no new updates; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
-            await app.updater.stop()
-            await asyncio.gather(self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace))
-            for task in self._loops:
-                task.cancel()
-            await asyncio.gather(*self._loops, return_exceptions=True)
-            await app.stop()
-        await self.close()
+                await asyncio.sleep(delay)
+                continue
+            break
+        self.platform_state = PlatformState("connected", None, attempt, None)
+        self.write_status("running")
+        log.info(
+            "gateway connected as @%s (%s)%s; projects: %s",
+            self.chatbot.username,
+            cfg.telegram.mode,
+            f" after {attempt} failed attempts" if attempt else "",
+            ", ".join(self.projects),
+        )
+        if self.remote.enabled:
+            self._loops.append(asyncio.create_task(self.remote.loop(), name="remote-approvals"))
+
+    def _connect_failure(self, exc: Exception, attempt: int) -> tuple[str, float, int]:
+        """What went wrong (secrets scrubbed), how long to wait, and the log level."""
+        from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TimedOut
+
+        delay = retry_delay(attempt)
+        if isinstance(exc, InvalidToken):
+            # Telegram's 401/404: the token is wrong or revoked. Only a new token helps, so the
+            # platform is retried at the slowest pace while the scheduler keeps working.
+            return (
+                "Telegram rejected the bot token (401 Unauthorized): check TELEGRAM_BOT_TOKEN or [telegram] token "
+                "(from @BotFather), then restart the gateway",
+                RETRY_CAP,
+                logging.ERROR,
+            )
+        if isinstance(exc, RetryAfter):
+            wait = exc.retry_after if isinstance(exc.retry_after, (int, float)) else exc.retry_after.total_seconds()
+            return f"Telegram asks to wait {float(wait):.0f}s (flood control)", max(delay, float(wait)), logging.WARNING
+        if isinstance(exc, Conflict):
+            why = f"another client uses this bot token ({exc.message})"
+        elif isinstance(exc, TimedOut):
+            why = "Telegram did not answer in time (timed out)"
+        elif isinstance(exc, NetworkError):
+            why = f"cannot reach Telegram ({exc.message})"
+        elif _is_telegram_error(exc):
+            why = f"Telegram error: {getattr(exc, 'message', exc)}"
+        else:
+            why = f"{type(exc).__name__}: {exc}"
+        return self._scrub(why), delay, logging.WARNING
+
+    def _scrub(self, text: str) -> str:
+        for secret in sorted((s for s in self.secrets if s), key=len, reverse=True):
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    async def _start_updates(self) -> None:
+        cfg = self.config
+        updater = self.application.updater
+        assert updater is not None
+        if updater.running:
+            return
+        if cfg.telegram.mode == "webhook":
+            assert cfg.telegram.webhook_secret is not None
+            await updater.start_webhook(
+                listen=cfg.telegram.webhook_listen,
+                port=cfg.telegram.webhook_port,
+                # The listener serves the public URL's path (a reverse proxy forwards it as is).
+                url_path=urlsplit(cfg.telegram.webhook_url or "").path.strip("/"),
+                webhook_url=cfg.telegram.webhook_url,
+                secret_token=cfg.telegram.webhook_secret.get_secret_value(),
+            )
+        else:
+            await updater.start_polling(poll_interval=0.0, timeout=int(cfg.telegram.poll_timeout), drop_pending_updates=False)
+
+    async def _stop_updates(self) -> None:
+        updater = self.application.updater
+        if updater is not None and updater.running:
+            await updater.stop()
+
+    @staticmethod
+    async def _quietly(step: Any) -> None:
+        """A shutdown step that must not stop the rest of the shutdown."""
+        try:
+            await step
+        except Exception as exc:
+            log.debug("shutdown step failed: %s", exc, exc_info=True)
 
     async def _serve_scheduler_only(self, stop: asyncio.Event) -> None:
         """Run due jobs until ``stop`` is set; results stay in the store, nothing is sent to a chat."""
@@ -221,14 +360,17 @@ class Gateway:
         for task in self._loops:
             task.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        await self.close()
 
     async def close(self) -> None:
+        """Close the model client and the store (the store's thread would keep the process alive)."""
         try:
             await self.agent.model.aclose()
         except Exception:
             log.debug("model close failed", exc_info=True)
-        await self.store.close()
+        store = getattr(self, "store", None)
+        if store is not None and not self._closed:
+            self._closed = True
+            await store.close()
 
     async def _heartbeat(self) -> None:
         while True:
@@ -262,6 +404,7 @@ class Gateway:
                 catch_up_grace=self.config.cron.catch_up_grace,
                 remote_approvals=self.remote.enabled,
                 last_update_at=self.last_update_at,
+                telegram=self.platform_state.as_dict(),
             )
         except OSError:
             log.warning("cannot write the status file", exc_info=True)

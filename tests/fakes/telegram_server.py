@@ -4,7 +4,8 @@ Real HTTP (``ThreadingHTTPServer``): ``/bot<TOKEN>/<method>`` with form-encoded 
 as the library sends them. Tests inject updates (messages, button presses) and read what the
 bot sent. Like Telegram it refuses texts over 4096 characters and HTML it cannot parse, and
 answers a second concurrent ``getUpdates`` on one token with 409 Conflict. Failures can be
-injected per chat. The server stops itself after ``lifetime`` seconds whatever happens.
+injected per chat, and per method (502 Bad Gateway, as Telegram answers when it is down); a
+request for another token gets 401 Unauthorized. The server stops itself after ``lifetime`` seconds whatever happens.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class FakeTelegram:
         self.files: dict[str, bytes] = {}
         self.fail_chats: dict[int, int] = {}  # chat -> how many more sends fail
         self.reject_html = False  # refuse every HTML text, as Telegram does with markup it cannot parse
+        self.fail_methods: dict[str, int] = {}  # method -> how many more calls answer 502 Bad Gateway
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
@@ -216,6 +218,9 @@ class FakeTelegram:
     def handle(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._cond:
             self.calls.append((method, params))
+            if self.fail_methods.get(method, 0) > 0:
+                self.fail_methods[method] -= 1
+                return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
         if method == "getMe":
             return 200, _ok(
                 {

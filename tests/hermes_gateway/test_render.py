@@ -60,3 +60,19 @@ def test_service_units_run_the_gateway():
     assert "hermes-gateway run" in unit and "KillSignal=SIGTERM" in unit
     plist = plistlib.loads((ROOT / "editor-configs" / "com.hermes-editor.gateway.plist").read_bytes())
     assert plist["ProgramArguments"][-1] == "run" and plist["ProgramArguments"][0].endswith("hermes-gateway")
+
+
+def test_service_units_restart_after_a_failure_exit():
+    """Exit 1 (a crash, or another gateway holding the bot) is restarted; only exit 2 (fix the config) is not."""
+    settings = {}
+    for line in (ROOT / "editor-configs" / "hermes-gateway.service").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            settings[key.strip()] = value.strip()
+    assert settings["Restart"] in ("on-failure", "always") and float(settings["RestartSec"]) > 0
+    assert "1" not in settings.get("RestartPreventExitStatus", "").split()
+    assert settings.get("StartLimitIntervalSec") == "0"
+    plist = plistlib.loads((ROOT / "editor-configs" / "com.hermes-editor.gateway.plist").read_bytes())
+    keep_alive = plist["KeepAlive"]
+    assert keep_alive is True or keep_alive == {"SuccessfulExit": False}
+    assert plist["ThrottleInterval"] > 0
