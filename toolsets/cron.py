@@ -6,9 +6,11 @@ deliver to the chat the session is bound to, if any, and to the destinations the
 removing a job changes state, so it asks the user first (the session's approval mode decides).
 A destination outside the project (a file elsewhere, a webhook URL the model wrote) is a write
 or a send the scheduler will repeat without asking, so it asks in every mode, names the path
-or URL plainly and never offers "always"; files the project's tools could not write without
-asking (``.git/``, ``.envrc``, secrets) are refused. A job's mode is read-only unless the user
-approved one that may edit (``accept-edits``); nobody is present to approve anything during a run.
+or URL plainly and never offers "always"; in a chat only the bot's owner may name one (a paired
+user answers their own questions, but the machine is not theirs). Files the project's tools
+could not write without asking (``.git/``, ``.envrc``, secrets) are refused. A job's mode is
+read-only unless the user approved one that may edit (``accept-edits``); nobody is present to
+approve anything during a run.
 
 A job belongs to the chat user whose turn made it; the gateway's owner (``[gateway] owner``)
 controls every job, anyone else only their own. Outside a chat (no chat user) the tool acts for
@@ -154,6 +156,11 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
         except ScheduleError as exc:
             raise ToolError(str(exc)) from None
         destinations, outside = _destinations(ctx, args.deliver) if args.deliver is not None else ([], [])
+        if outside and chat.user_id is not None and chat.user_id != owner:
+            raise ToolError(
+                "Only the bot's owner may send a job's results outside the project (a file elsewhere or a webhook URL): "
+                f"{outside[0]}. Nothing was scheduled; use a file inside the project, or a webhook the owner configured."
+            )
         title = f"Schedule '{args.prompt[:60]}' {schedule.describe()} (mode {args.mode}) in {ctx.roots[0]}"
         if destinations:
             title += "; results also go to " + ", ".join(

@@ -200,3 +200,40 @@ def test_runs_appending_at_once_never_interleave(tmp_path):
     else:
         raise AssertionError("appending through a link put in the path's way should fail")
     assert not (tmp_path / "elsewhere.md").exists()
+
+
+def test_in_a_chat_a_paired_user_may_deliver_to_a_project_file_but_not_outside_and_both_chat_and_file_get_the_result(
+    hermes_home, project, telegram, tmp_path
+):
+    from tests.hermes_gateway.harness import OWNER, start
+
+    friend = 5151
+    outside = tmp_path / "owner-notes.md"
+    add = lambda i, deliver: {
+        "tool_calls": [
+            {"id": f"c{i}", "name": "cron", "arguments": {"action": "add", "schedule": "every 1h", "prompt": "digest", "deliver": deliver}}
+        ]
+    }
+    script = [add(1, [f"file:{outside}"]), {"text": "Turn one over."}, add(2, ["file:notes/digest.md"]), {"text": "Turn two over."}]
+    script.append({"text": "Digest ready."})
+    with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model, allowed=(OWNER, friend)) as gateway:
+        telegram.send_user_message(friend, "send the digest to the owner's notes")
+        telegram.wait_text(friend, "Turn one over.")
+        refused = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"][-1]
+        telegram.send_user_message(friend, "then keep it in the project")
+        asked = telegram.wait_text(friend, "Approval needed")
+        assert str(project / "notes" / "digest.md") in asked["text"], asked["text"]
+        telegram.press(friend, asked, asked["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
+        telegram.wait_text(friend, "Turn two over.")
+        (job,) = json.loads(cli(hermes_home, "cron", "list", "--json").stdout)
+        assert job["chat_id"] == friend and job["deliver"] == [f"file:{project / 'notes' / 'digest.md'}"]
+        assert cli(hermes_home, "cron", "run", job["id"]).returncode == 0
+        telegram.wait_text(friend, "Digest ready.", timeout=60)
+        (run,) = wait_until(lambda: settled_runs(hermes_home, job["id"]), 30, "both deliveries")
+        gateway.stop()
+    assert "Only the bot's owner" in refused and str(outside) in refused and not outside.exists()
+    assert run["delivery_status"] == "delivered" and {d["target"]: d["status"] for d in run["deliveries"]} == {
+        f"chat:{friend}": "delivered",
+        f"file:{project / 'notes' / 'digest.md'}": "delivered",
+    }
+    assert "Digest ready." in (project / "notes" / "digest.md").read_text()
