@@ -133,6 +133,15 @@ class ProviderConfig(_Strict):
         return dataclasses.replace(base, **changes) if changes else base
 
 
+class PriceConfig(_Strict):
+    """``[pricing."provider:model"]``: US dollars per million tokens, over the built-in table."""
+
+    input: float = Field(ge=0, description="per million uncached input tokens")
+    output: float = Field(ge=0, description="per million output tokens")
+    cache_read: float | None = Field(default=None, ge=0, description="per million cached input tokens read; defaults to input")
+    cache_write: float | None = Field(default=None, ge=0, description="per million input tokens written to a cache; defaults to input")
+
+
 class RetryConfig(_Strict):
     max_attempts: int = Field(default=4, ge=1, le=20)
     base_delay: float = Field(default=1.0, ge=0)
@@ -248,6 +257,9 @@ class Config(_Strict):
     max_steps: int = Field(default=60, ge=1, le=1000, description="model requests per turn")
     max_tokens: int = Field(default=8192, ge=1)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    pricing: dict[str, PriceConfig] = Field(
+        default_factory=dict, description='prices by "provider:model" (or a bare model name), over core.models.pricing\'s table'
+    )
     retry: RetryConfig = Field(default_factory=RetryConfig)
     approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -279,6 +291,22 @@ class Config(_Strict):
         if not spec:
             return None
         return parse_model_ref(spec, self.providers, env=_MODEL_ENV if spec == self._model_from_env else None)
+
+    def model_choices(self) -> list[str]:
+        """Models a user may switch to: the configured one, fallbacks, and each provider's ``models`` list."""
+        labels: list[str] = []
+        for spec in [self.model, *self.fallback_models]:
+            if not spec:
+                continue
+            try:
+                ref = self.model_ref(spec)
+            except ConfigError:
+                continue
+            if ref is not None:
+                labels.append(ref.label)
+        for name, provider in self.providers.items():
+            labels.extend(f"{name}:{model}" for model in provider.models)
+        return list(dict.fromkeys(labels))
 
     @property
     def secrets(self) -> list[str]:

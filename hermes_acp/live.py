@@ -50,5 +50,6 @@ def cost_text(session) -> str:
         f"Input tokens: {usage.input_tokens:,} (cache reads {usage.cache_read_tokens:,}, cache writes {usage.cache_write_tokens:,})",
         f"Output tokens: {usage.output_tokens:,}",
     ]
-    lines.append(f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd is not None else "Cost: not reported by this provider")
+    unknown = 'Cost: unknown price for this model; set [pricing."provider:model"] input = ..., output = ... in config.toml (USD per million tokens)'
+    lines.append(f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd is not None else unknown)
     return "\n".join(lines)

@@ -6,7 +6,7 @@ uses it when no model is configured. Each request gets the next *spec* from a sc
 
 - a reply: ``{"text": str, "thinking": str, "tool_calls": [{"id", "name", "arguments": dict
   or raw str}], "usage": {"input_tokens", "output_tokens", "cache_read_tokens",
-  "cache_write_tokens"}, "chunk_size": int, "delay": float, "finish_reason": str}``
+  "cache_write_tokens", "cost"}, "chunk_size": int, "delay": float, "finish_reason": str}``
   (every key optional; ``thinking`` may carry a ``signature`` key for the Anthropic fake);
 - a failure: ``{"error": 429, "retry_after": 1}``, ``{"error": 500}``, ``{"error":
   "overloaded"}``, ``{"error": 401}``, ``{"error": 400, "message": "..."}``;
@@ -428,6 +428,8 @@ class ScriptedOpenAIServer(ScriptedServer):
                 "total_tokens": usage["input_tokens"] + usage["output_tokens"],
                 "prompt_tokens_details": details,
             }
+            if (spec.get("usage") or {}).get("cost") is not None:
+                usage_obj["cost"] = spec["usage"]["cost"]  # as OpenRouter reports it, in US dollars
             obj = {
                 "id": ident,
                 "object": "chat.completion.chunk",

@@ -30,6 +30,7 @@ from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
 if TYPE_CHECKING:
     from core.agent.loop import Agent, Session
     from core.config import Config
+    from core.models.base import Model
     from core.policy.approvals import ApprovalBroker
     from core.store.gateway import GatewayStore
     from hermes_gateway.access import SessionAccess
@@ -172,6 +173,8 @@ class Conversation:
     project: str
     mode: str = "ask"
     session: Session | None = None
+    # The model picked with /model ("provider:model"); None: the configured default. New sessions keep it.
+    model: str | None = None
     turn: asyncio.Task[None] | None = None
     busy_since: float | None = None
     attachments: list[Any] = field(default_factory=list)
@@ -198,6 +201,7 @@ class Conversations:
         self._access = access
         self._default_mode = default_mode
         self._by_key: dict[str, Conversation] = {}
+        self._models: dict[str, Model] = {}
         self.approvals = ApprovalButtons(bot, agent.broker)
 
     def running(self) -> list[Conversation]:
@@ -219,7 +223,56 @@ class Conversations:
     async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
         from core.host.local import LocalHost
 
-        return await self._agent.open_session(session_id, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
+        session = await self._agent.open_session(session_id, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
+        if session is not None:
+            record = await self._agent.store.get_session(session_id)
+            stored = (record.meta if record else None) or {}
+            label = stored.get("model")
+            # A model picked earlier (here or in an editor) and still configured; else the default.
+            conversation.model = label if isinstance(label, str) and label != self.default_model and self.resolves(label) else None
+            self._apply_model(conversation, session)
+        return session
+
+    # -- the model ------------------------------------------------------------------------
+
+    @property
+    def default_model(self) -> str:
+        return self._agent.model.name
+
+    def model_of(self, conversation: Conversation) -> str:
+        """The label of the model this chat's turns use."""
+        return conversation.model or self.default_model
+
+    def resolves(self, label: str) -> bool:
+        """Whether ``label`` names a model of a configured provider."""
+        from core.config import ConfigError
+
+        try:
+            return self._config.model_ref(label) is not None
+        except ConfigError:
+            return False
+
+    def _model(self, label: str) -> Model:
+        if label not in self._models:
+            from core.models import build_model
+
+            self._models[label] = build_model(self._config.model_copy(update={"model": label}))
+        return self._models[label]
+
+    def _apply_model(self, conversation: Conversation, session: Session) -> None:
+        label = self.model_of(conversation)
+        session.model = None if label == self.default_model else self._model(label)
+        session.context_window = self._config.context_window(label) or session.context_window
+
+    async def set_model(self, conversation: Conversation, label: str, user_id: int | None) -> Session:
+        """Switch the chat's session to ``label`` (already resolved) and remember it with the session,
+        as an editor's model picker does. Starts a session when the chat has none."""
+        self._model(label)  # built first: a failure leaves the chat as it was
+        conversation.model = None if label == self.default_model else label
+        session = conversation.session or await self.new_session(conversation, user_id)
+        self._apply_model(conversation, session)
+        await self._agent.store.update_session(session.id, model=label, meta={"model": label})
+        return session
 
     async def save(self, conversation: Conversation) -> None:
         from core.store.gateway import ChatBinding
@@ -233,6 +286,9 @@ class Conversations:
 
         path = Path(self._projects.paths[conversation.project])
         session = await self._agent.new_session(path, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
+        if conversation.model is not None:
+            self._apply_model(conversation, session)
+            await self._agent.store.update_session(session.id, model=conversation.model, meta={"model": conversation.model})
         if user_id is not None:
             await self._gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
         conversation.session = session

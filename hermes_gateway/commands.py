@@ -1,4 +1,4 @@
-"""Chat commands: /new /sessions /resume /project /mode /stop /undo /cron /whoami /help.
+"""Chat commands: /new /sessions /resume /project /mode /model /cost /stop /undo /cron /whoami /help.
 
 Every command runs after the authorisation gate. Projects are chosen by name from the
 configured list, never by a path typed in chat.
@@ -36,6 +36,8 @@ COMMANDS = {
     "resume": "continue a session by id (from /sessions): /resume ID",
     "project": "show or switch the project: /project NAME",
     "mode": "show or set the approval mode: /mode read-only|ask|accept-edits|auto",
+    "model": "show the model and the configured choices, or switch: /model provider:model",
+    "cost": "tokens and cost of this chat's session",
     "stop": "stop the reply in progress",
     "undo": "restore the files the last turn changed",
     "cron": "your scheduled jobs: /cron list | add SCHEDULE | PROMPT | pause|resume|remove|run|runs ID",
@@ -139,6 +141,83 @@ class Commands:
             conversation.session.policy.mode = mode
         await self._conversations.save(conversation)
         await self._say(target, f"Mode set to {arg}.")
+
+    async def cmd_model(self, update: Update, target: Target, arg: str) -> None:
+        """The chat's model, and a switch to another of a configured provider (kept with the session)."""
+        from core.config import ConfigError
+
+        conversation = await self._conversations.get(target)
+        current = self._conversations.model_of(conversation)
+        choices = self._config.model_choices()
+        listing = "\n".join(f"{'→' if label == current else ' '} `{label}`" for label in dict.fromkeys([current, *choices]))
+        if not arg:
+            await self._say(
+                target,
+                f"Model: `{current}`. Switch with /model provider:model; configured choices "
+                f"(the default, fallbacks and each provider's models list):\n{listing}",
+            )
+            return
+        spec = arg.split()[0]
+        provider, sep, _ = spec.partition(":")
+        configured = self._config.providers
+        if sep and provider and provider not in configured and len(configured) != 1:
+            await self._say(
+                target,
+                f"No provider named {provider!r} is configured (configured: {', '.join(sorted(configured)) or 'none'}). "
+                f"Add [providers.{provider}] to config.toml, or pick one of:\n{listing}",
+            )
+            return
+        try:
+            ref = self._config.model_ref(spec)
+        except ConfigError as exc:
+            reason = str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc)
+            await self._say(target, f"Cannot switch to {spec!r}: {reason}\nConfigured choices:\n{listing}")
+            return
+        if ref is None:
+            await self._say(target, f"Which model? /model provider:model, one of:\n{listing}")
+            return
+        if conversation.session is not None and not await self._access.may_continue(_user_id(update), conversation.session.id, target.key):
+            await self._say(target, not_yours(conversation.session.id[:8]))
+            return
+        try:
+            session = await self._conversations.set_model(conversation, ref.label, _user_id(update))
+        except ConfigError as exc:
+            await self._say(target, f"Cannot switch to {ref.label}: {exc}")
+            return
+        note = "" if ref.label in choices else " (not in the configured models lists, but its provider is configured)"
+        await self._say(target, f"Model set to `{ref.label}` for this chat's session ({session.id[:8]}){note}.")
+
+    async def cmd_cost(self, update: Update, target: Target, arg: str) -> None:
+        from core.models.pricing import PRICES_AS_OF, TABLE, price_for, price_hint
+
+        conversation = await self._conversations.get(target)
+        session = conversation.session
+        label = self._conversations.model_of(conversation)
+        if session is None:
+            await self._say(target, f"No session yet in this chat (model `{label}`). Send a message to start one.")
+            return
+        usage = session.usage
+        lines = [
+            f"Session {session.id[:8]}, model `{label}`",
+            f"Input tokens: {usage.input_tokens:,} (cache reads {usage.cache_read_tokens:,}, cache writes {usage.cache_write_tokens:,})",
+            f"Output tokens: {usage.output_tokens:,}",
+        ]
+        ref = self._config.model_ref(label)
+        price = price_for(ref, self._config.pricing) if ref is not None else None
+        if usage.cost_usd is not None:
+            lines.append(f"Cost: ${usage.cost_usd:.4f}")
+        elif usage.input_tokens or usage.output_tokens:
+            lines.append(f"Cost: {price_hint(label)}" if price is None else "Cost: not known for the requests made so far")
+        if price is not None and ref is not None:
+            source = (
+                "config.toml [pricing]"
+                if ref.label in self._config.pricing or ref.model in self._config.pricing
+                else f"list price as of {PRICES_AS_OF}"
+                if price in TABLE.values()
+                else "local server"
+            )
+            lines.append(f"Price: ${price.input:g} in, ${price.output:g} out per million tokens ({source})")
+        await self._say(target, "\n".join(lines))
 
     async def cmd_stop(self, update: Update, target: Target, arg: str) -> None:
         conversation = await self._conversations.get(target)

@@ -23,6 +23,7 @@ from core.models.base import (
     ToolCallChunk,
     ToolSpec,
 )
+from core.models.pricing import Price, price_for
 from core.models.resilient import ResilientModel
 
 if TYPE_CHECKING:
@@ -48,16 +49,17 @@ __all__ = [
 ]
 
 
-def model_for(ref: ModelRef, *, secrets: Sequence[str] = ()) -> Model:
-    """The wire adapter for one configured model, chosen by its profile's ``wire``."""
+def model_for(ref: ModelRef, *, secrets: Sequence[str] = (), price: Price | None = None) -> Model:
+    """The wire adapter for one configured model, chosen by its profile's ``wire``; ``price``
+    (``core.models.pricing.price_for``) turns its token counts into a cost."""
     wire = ref.config.resolved_profile(ref.provider).wire
     if wire == "anthropic":
         from core.models.anthropic_messages import AnthropicModel
 
-        return AnthropicModel(ref, secrets=secrets)
+        return AnthropicModel(ref, secrets=secrets, price=price)
     from core.models.openai_compat import OpenAIChatModel
 
-    return OpenAIChatModel(ref, secrets=secrets)
+    return OpenAIChatModel(ref, secrets=secrets, price=price)
 
 
 def build_model(config: Config) -> Model:
@@ -74,7 +76,7 @@ def build_model(config: Config) -> Model:
         ref = config.model_ref(spec)
         if ref is not None:
             refs.append(ref)
-    models = [model_for(ref, secrets=config.secrets) for ref in refs]
+    models = [model_for(ref, secrets=config.secrets, price=price_for(ref, config.pricing)) for ref in refs]
     return ResilientModel(models, config.retry)
 
 

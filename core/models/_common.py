@@ -17,6 +17,7 @@ from typing import Any
 
 from core.config import ModelRef
 from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest
+from core.models.pricing import Price, cost_of
 
 __all__ = ["SdkModel", "api_key", "classify_error", "parse_arguments", "redact"]
 
@@ -176,9 +177,11 @@ class SdkModel:
     (``_open``) and gives the assembler that turns raw events into model events.
     """
 
-    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = ()) -> None:
+    def __init__(self, ref: ModelRef, *, secrets: Sequence[str] = (), price: Price | None = None) -> None:
         self.ref = ref
         self.name = ref.label
+        # What its tokens cost (core.models.pricing); None: unknown, unless the provider reports it.
+        self.price = price
         self.profile = ref.config.resolved_profile(ref.provider)
         self.base_url = ref.config.base_url or self.profile.base_url
         self._secrets = list(secrets)
@@ -216,7 +219,10 @@ class SdkModel:
                 async with aclosing(assembly.feed(response)) as events:
                     async for event in events:
                         yield event
-            yield assembly.finish(self.name)
+            done = assembly.finish(self.name)
+            if done.usage.cost_usd is None and self.price is not None:
+                done.usage.cost_usd = cost_of(done.usage, self.price)
+            yield done
         except Exception as exc:
             error = classify_error(exc, model=self.name, secrets=self._secrets)
             if error is None:

@@ -59,6 +59,8 @@ class OpenAIChatModel(SdkModel):
             params["reasoning_effort"] = request.reasoning_effort
         if self.profile.stream_usage:
             params["stream_options"] = {"include_usage": True}
+        if "openrouter.ai" in (self.base_url or ""):
+            params["usage"] = {"include": True}  # OpenRouter then reports the request's cost in usage.cost
         return params
 
     async def _open(self, client: AsyncOpenAI, request: ModelRequest) -> Any:
@@ -162,7 +164,17 @@ class _Assembly:
             input_tokens=usage.prompt_tokens or 0,
             output_tokens=usage.completion_tokens or 0,
             cache_read_tokens=cached or 0,
+            cost_usd=_reported_cost(usage),
         )
+
+
+def _reported_cost(usage: Any) -> float | None:
+    """The cost a provider reports with the usage (OpenRouter's ``usage.cost``, in US dollars)."""
+    extra = getattr(usage, "model_extra", None) or {}
+    cost = extra.get("cost", getattr(usage, "cost", None))
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
+        return None
+    return float(cost)
 
 
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
