@@ -8,8 +8,9 @@ names several things lists them, and one that names nothing says where to look.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["SHOWN", "IdError", "ambiguous", "resolve", "unknown"]
+__all__ = ["SHOWN", "IdError", "ambiguous", "find_session", "resolve", "unknown"]
 
 # An ambiguous prefix lists at most this many candidates.
 SHOWN = 20
@@ -62,3 +63,19 @@ def resolve(ref: str, candidates: Iterable[tuple[str, str]], *, what: str, listi
     if len(matches) > 1:
         raise ambiguous(ref, what, sorted(matches))
     return matches[0][0]
+
+
+async def find_session(store: Any, ref: str) -> Any:
+    """The stored session (a SessionRecord) that ``ref`` names: its id or a unique prefix. Raises IdError."""
+    from core.store.session_admin import AmbiguousPrefixError
+    from core.store.session_admin import find_session as lookup
+    from hermes_cli.redact import redact
+
+    try:
+        record = await lookup(store, ref.strip())
+    except AmbiguousPrefixError as exc:
+        matches = [(m.id, redact(m.title or "(untitled)")) for m in exc.matches]
+        raise ambiguous(ref, "session", matches[:SHOWN], more=len(matches) > SHOWN) from None
+    if record is None:
+        raise unknown(ref, "session", "sessions list")
+    return record

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermes_cli.ids import SHOWN, ambiguous, unknown
+from hermes_cli.ids import IdError, find_session
 from hermes_cli.json_out import add_json_flag, emit, iso
 from hermes_cli.redact import redact
 
@@ -33,7 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     show = actions.add_parser("show", help="print a session's messages")
     show.add_argument("session_id", help="an id or a unique prefix of one")
     export = actions.add_parser("export", help="export a session as Markdown or JSONL (secrets redacted)")
-    export.add_argument("session_id")
+    export.add_argument("session_id", help="an id or a unique prefix of one")
     export.add_argument("--format", choices=["md", "jsonl"], default="md")
     export.add_argument("--output", "-o", help="file to write (default: stdout)")
     rename = actions.add_parser("rename", help="set a session's title")
@@ -83,8 +83,6 @@ async def _run(args: argparse.Namespace) -> int:
     if not path.exists():
         print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
         return 0 if listing or args.action == "stats" else 1
-    from core.store.session_admin import AmbiguousPrefixError
-
     async with SessionStore.open(path) as store:
         if listing:
             return await _list(store, max(1, args.limit), as_json=args.json)
@@ -99,14 +97,10 @@ async def _run(args: argparse.Namespace) -> int:
         if args.action == "delete" and args.session_id is None:
             return await _delete(store, None, args)
         try:
-            record = await _find(store, args.session_id)
-        except AmbiguousPrefixError as exc:
-            matches = [(m.id, redact(m.title or "(untitled)")) for m in exc.matches]
-            print(ambiguous(args.session_id, "session", matches[:SHOWN], more=len(matches) > SHOWN), file=sys.stderr)
-            return 1
-        if record is None:
-            print(unknown(args.session_id, "session", "sessions list"), file=sys.stderr)
-            return 1
+            record = await find_session(store, args.session_id)
+        except IdError as exc:
+            print(exc, file=sys.stderr)
+            return exc.code
         if args.action == "rename":
             title = " ".join(args.title).strip()
             if not title:
@@ -132,12 +126,6 @@ async def _run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-
-async def _find(store, prefix: str):
-    from core.store.session_admin import find_session
-
-    return await find_session(store, prefix)
 
 
 async def _delete(store, record, args: argparse.Namespace) -> int:
