@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import tomllib
 import types
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ __all__ = [
     "CronWebhookConfig",
     "GatewayConfig",
     "McpConfig",
+    "McpServerConfig",
     "TelegramConfig",
     "ModelRef",
     "ProviderConfig",
@@ -251,6 +253,83 @@ class McpConfig(_Strict):
         return paths
 
 
+_ENV_REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{")
+_SERVER_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
+MAX_SERVER_NAME = 30
+_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL", re.IGNORECASE)
+
+
+def expand_env_references(value: str, environ: Mapping[str, str]) -> str:
+    """``value`` with each ``${NAME}`` replaced by that environment variable, ``$$`` by ``$``.
+
+    Raises ``KeyError(NAME)`` for a variable that is not set, ``ValueError`` for a ``${`` that is
+    not a reference (the message never quotes the value: it may be a secret).
+    """
+
+    def one(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text == "$$":
+            return "$"
+        name = match.group(1)
+        if name is None:
+            raise ValueError("has a '${' that is not a reference; write ${VARIABLE} (letters, digits and _), or $$ for a literal $")
+        if name not in environ:
+            raise KeyError(name)
+        return environ[name]
+
+    return _ENV_REFERENCE.sub(one, value)
+
+
+class McpServerConfig(_Strict):
+    """``[mcp_servers.NAME]``: an MCP server whose tools every session gets, on every surface.
+
+    A stdio server has ``command`` (with ``args``, ``env``, ``cwd``); an HTTP server has ``url``
+    (with ``headers``). Values in ``env`` and ``headers`` may say ``${VARIABLE}`` to take it from
+    the environment, so that secrets need not be written in the file.
+    """
+
+    transport: Literal["stdio", "http", "sse"] | None = Field(
+        default=None, description="stdio when command is set, http (streamable HTTP) when url is; say sse for an SSE server"
+    )
+    command: str | None = Field(default=None, description="program of a stdio server")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, SecretStr] = Field(default_factory=dict, description="variables for a stdio server; values may use ${VAR}")
+    cwd: str | None = Field(default=None, description="where a stdio server runs; the session's project directory when unset")
+    url: str | None = Field(default=None, description="http(s) URL of a streamable HTTP or SSE server")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="sent with each HTTP request; values may use ${VAR}")
+    enabled: bool = Field(default=True, description="false: configured but not connected")
+
+    @property
+    def kind(self) -> Literal["stdio", "http", "sse"]:
+        """The transport, said or implied."""
+        if self.transport is not None:
+            return self.transport
+        return "stdio" if self.command else "http"
+
+    def resolved(self, table: Literal["env", "headers"], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``env`` or ``headers`` with ``${VAR}`` references filled in.
+
+        Raises ``ValueError`` naming the key and the variable when one is not set.
+        """
+        environ = os.environ if environ is None else environ
+        values: dict[str, str] = {}
+        for key, secret in getattr(self, table).items():
+            try:
+                values[key] = expand_env_references(secret.get_secret_value(), environ)
+            except KeyError as exc:
+                raise ValueError(f"{table}.{key} refers to the environment variable {exc.args[0]}, which is not set") from None
+        return values
+
+    def secret_values(self) -> list[str]:
+        """The values written in the file that are secrets: every header, and env values named like a key or token."""
+        found: list[str] = []
+        for value in self.headers.values():
+            found.append(value.get_secret_value())
+            found.extend(value.get_secret_value().split()[1:])  # "Bearer TOKEN": the token alone too
+        found += [value.get_secret_value() for key, value in self.env.items() if _SECRET_ENV_NAME.search(key)]
+        return [v for v in found if "${" not in v]
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -269,6 +348,7 @@ class Config(_Strict):
     learning: LearningSettings = Field(default_factory=LearningSettings)
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
     # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.
     _model_from_env: str | None = PrivateAttr(default=None)
 
@@ -319,6 +399,8 @@ class Config(_Strict):
             for value in hook.headers.values():
                 found.append(value.get_secret_value())
                 found.extend(value.get_secret_value().split()[1:])  # "Bearer TOKEN": the token alone too
+        for server in self.mcp_servers.values():
+            found.extend(server.secret_values())
         from core.tokens import mcp_token_values
 
         found.extend(mcp_token_values())
@@ -424,6 +506,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         expected = _expected(err)
         raise ConfigError(f"{expected}. Fix it in the file or run 'hermes-editor setup'.", path=path, key=key) from None
     _check_model_forms(config, path)
+    _check_mcp_servers(config, path)
 
     for name in _ENV_PROVIDERS:
         profile = PROFILES[name]
@@ -473,6 +556,58 @@ def _check_model_forms(config: Config, path: Path) -> None:
             raise ConfigError(f'{problem}; write it as "provider:model", e.g. {_MODEL_EXAMPLE}.', path=path, key=key)
 
 
+def _check_mcp_servers(config: Config, path: Path) -> None:
+    """What the schema alone cannot say about ``[mcp_servers.NAME]``; errors never quote env or header values."""
+    for name, server in config.mcp_servers.items():
+        key = f"mcp_servers.{name}"
+        if len(name) > MAX_SERVER_NAME or not _SERVER_NAME.fullmatch(name):
+            raise ConfigError(
+                f"'{name}' cannot name an MCP server: use letters, digits, and single '-' or '_' between them, "
+                f"up to {MAX_SERVER_NAME} characters (e.g. [mcp_servers.github]); tool names are made from it.",
+                path=path,
+                key=key,
+            )
+        if not server.command and not server.url:
+            raise ConfigError('needs command (a stdio server, e.g. command = "npx") or url (an HTTP or SSE server).', path=path, key=key)
+        if server.command and server.url:
+            raise ConfigError(
+                "has both command and url; give command for a stdio server or url for an HTTP or SSE server.", path=path, key=key
+            )
+        if server.kind == "stdio":
+            if not server.command:
+                raise ConfigError('a stdio server needs command, e.g. command = "npx".', path=path, key=key)
+            if server.headers:
+                raise ConfigError("headers apply to HTTP and SSE servers; a stdio server takes env.", path=path, key=f"{key}.headers")
+            if server.cwd is not None and not Path(server.cwd).expanduser().is_absolute():
+                raise ConfigError(f"{server.cwd!r} is not an absolute path.", path=path, key=f"{key}.cwd")
+        else:
+            if not server.url:
+                raise ConfigError(f'an {server.kind.upper()} server needs url, e.g. url = "https://example.com/mcp".', path=path, key=key)
+            if not server.url.startswith(("http://", "https://")):
+                raise ConfigError("url must start with http:// or https://.", path=path, key=f"{key}.url")
+            for field in ("env", "args", "cwd"):
+                if getattr(server, field):
+                    raise ConfigError(
+                        f"{field} applies to stdio servers; an HTTP or SSE server takes headers.", path=path, key=f"{key}.{field}"
+                    )
+        for table in ("env", "headers"):
+            for item, value in getattr(server, table).items():
+                try:
+                    expand_env_references(value.get_secret_value(), _AnyVariable())
+                except ValueError as exc:
+                    raise ConfigError(f"{exc}.", path=path, key=f"{key}.{table}.{item}") from None
+
+
+class _AnyVariable(dict[str, str]):
+    """An environment in which every variable is set: checks the form of references, not their values."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> str:
+        return ""
+
+
 def _table(annotation: Any) -> Any:
     """``annotation`` without ``| None``."""
     if get_origin(annotation) in (Union, types.UnionType):
@@ -509,4 +644,6 @@ def _expected(err: ErrorDetails) -> str:
         return "is not a known setting (check the spelling; see the configuration reference in the README)"
     if kind == "missing":
         return "is required"
+    if err["loc"][:1] == ("mcp_servers",) and {"env", "headers"} & {str(part) for part in err["loc"]}:
+        return f"expected {err.get('msg', 'a valid value').lower()}"  # never the value: it may be a secret
     return f"expected {err.get('msg', 'a valid value').lower()}, got {err.get('input')!r}"

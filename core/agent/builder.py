@@ -60,6 +60,7 @@ def build_agent(
     by default the configured model and its fallbacks are built here (ConfigError when none is set).
     """
     from core.models import build_model, build_summary_model
+    from core.tools.mcp_client import shared_pool
 
     spec = SURFACES.get(surface)
     if spec is None:
@@ -79,4 +80,5 @@ def build_agent(
         context_window=config.context_window(),
         summary_model=build_summary_model(config) if config.learning.search_summary else None,
         tool_settings=ToolSettings.of(config),
+        mcp=shared_pool(config.mcp_servers),
     )

@@ -25,6 +25,7 @@ from core.events import (
     UsageUpdated,
 )
 from core.host.local import Host
+from core.host.processes import is_background_note, take_ended
 from core.host.sandbox import status as sandbox_status
 from core.learning.compression import Compression, Summariser, compress, request_view, summarise
 from core.learning.context import LearningSettings
@@ -45,6 +46,7 @@ from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
 from core.store import RuleDecision, SessionStore, Surface
 from core.tools.context import ToolContext, ToolSettings
 from core.tools.dispatch import PreparedCall, prepare, run_prepared
+from core.tools.mcp_client import McpPool, SessionMcp
 from core.tools.registry import Tool
 
 __all__ = ["Agent", "Session"]
@@ -79,6 +81,8 @@ class Session:
     cancels: int = 0
     # Extra tools for this session only (e.g. from MCP servers the editor passed in).
     extra_tools: dict[str, Tool] = field(default_factory=dict)
+    # config.toml's MCP servers for this session, and notices when any of its servers drops or returns.
+    mcp: SessionMcp | None = None
     # Prompt sections (SOUL, memory snapshot, skills, AGENTS.md) and nudge state; see core.agent.session.
     context: SessionContext | None = None
     # How requests are built from a long history; see core.learning.compression.
@@ -102,8 +106,11 @@ class Agent:
         context_window: int = 0,
         summary_model: Model | None = None,
         tool_settings: ToolSettings | None = None,
+        mcp: McpPool | None = None,
     ) -> None:
         self.model = model
+        # config.toml's MCP servers: connected when a session first needs them, for every session.
+        self.mcp = mcp
         # For short summaries tools ask for (``ToolContext.summarize``); None: the session's model.
         self.summary_model = summary_model
         # Tokens the default model takes; compression starts from a share of it (0: unknown).
@@ -169,6 +176,7 @@ class Agent:
         context = await asyncio.to_thread(SessionContext.build, cwd, base, self.learning, self.toolsets, names)
         session = Session(sid, cwd, roots, host, policy, context.prompt(), history, context=context)
         session.context_window = self.context_window
+        session.mcp = SessionMcp(self.mcp, cwd)  # config.toml's servers start now, in the background
         return session
 
     async def run_turn(self, session: Session, prompt: UserMessage) -> AsyncIterator[Event]:
@@ -219,13 +227,20 @@ class Agent:
         return cached[1]
 
     def tools_for(self, session: Session) -> dict[str, Tool]:
-        return {**self.tools, **session.extra_tools} if session.extra_tools else self.tools
+        remote = session.mcp.tools(session.extra_tools) if session.mcp is not None else {}
+        if not remote and not session.extra_tools:
+            return self.tools
+        return {**self.tools, **remote, **session.extra_tools}
 
     async def _turn(self, session: Session, prompt: UserMessage, queue: asyncio.Queue[Event]) -> None:
         emit = queue.put
         turn = _Turn(emit)
         try:
+            await self._announce_ended(session, emit)
             await self._append(session, prompt)
+            if session.mcp is not None:
+                for notice in await session.mcp.open_turn(session.extra_tools):
+                    await emit(notice)
             turn.nudge = await self._open_turn(session, prompt, emit)
             for _ in range(self.max_steps):
                 await self._step(session, turn)
@@ -254,6 +269,10 @@ class Agent:
 
     async def _step(self, session: Session, turn: _Turn) -> None:
         """One model request, then the tool calls it made; raises ``ModelFinished`` when it made none."""
+        await self._announce_ended(session, turn.emit)
+        if session.mcp is not None:
+            for notice in session.mcp.changes(session.extra_tools):  # an MCP server dropped or came back
+                await turn.emit(notice)
         try:
             done = await self._request(session, turn)
         except ModelError as exc:
@@ -324,7 +343,7 @@ class Agent:
         session; returns the turn's nudge."""
         nudge = None
         if session.context is not None:
-            turn_number = sum(1 for m in session.history if isinstance(m, UserMessage))
+            turn_number = sum(1 for m in session.history if isinstance(m, UserMessage) and not is_background_note(m.text))
             opening = await asyncio.to_thread(session.context.begin_turn, turn_number, prompt.text)
             if opening.prompt is not None:
                 session.system = opening.prompt
@@ -390,6 +409,19 @@ class Agent:
         request = ModelRequest(system=_SUMMARY_SYSTEM, messages=[UserMessage.of(text)], max_tokens=min(self.max_tokens, 1024))
         done = await self._charged(session, request, model=self.summary_model)
         return done.message.text.strip() if done is not None else ""
+
+    async def _announce_ended(self, session: Session, emit: Emit) -> None:
+        """Background commands that ended unread since the last request: a note for the model
+        each, appended to the history (what came before, the cached prefix, is unchanged), and a
+        notice for the user unless the surface has shown one already."""
+        jobs = getattr(session.host, "jobs", None)
+        if not jobs:
+            return
+        unseen = {e.job_id for e in take_ended(jobs, "user")}
+        for ended in take_ended(jobs, "model"):
+            await self._append(session, UserMessage.of(ended.note))
+            if ended.job_id in unseen:
+                await emit(Notice(ended.notice, "warning"))
 
     async def _append(self, session: Session, message: Message) -> None:
         stored = await self.store.append_message(session.id, message)

@@ -11,27 +11,31 @@ from typing import Any
 
 from pydantic import RootModel
 
-__all__ = ["MAX_RESULT_CHARS", "arguments_model", "hashed_tool_name", "mcp_tool_name", "normalise_schema", "result_text"]
+__all__ = ["MAX_NAME", "MAX_RESULT_CHARS", "arguments_model", "mcp_tool_name", "normalise_schema", "result_text"]
 
 MAX_NAME = 64  # what OpenAI and Anthropic accept for a tool name
 MAX_RESULT_CHARS = 50_000
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
-    """``mcp__<server>__<tool>``, limited to [A-Za-z0-9_-] and 64 characters.
+    """The name the model calls a remote tool by: ``mcp__<server>__<tool>``, or a hashed form.
 
-    A name that would be too long keeps its start and gets a short hash of the full name, so
-    it stays unique and the same from session to session (a byte-stable prompt prefix).
+    Providers take ``[A-Za-z0-9_-]{1,64}``. The plain form is used when the server name has no
+    ``__`` and no ``_`` at either end and the tool name is already in that alphabet, within 64
+    characters: then the server is what precedes the first ``__`` after ``mcp__``, so two
+    different (server, tool) pairs never meet. Anything else becomes
+    ``mcp_<hash>_<server>__<tool>`` (sanitised, cut to 64), where the hash is of the exact pair;
+    the fifth character tells the forms apart (``_`` or a hex digit). The same pair always gets
+    the same name, so prompts stay byte-stable from session to session.
     """
-    name = f"mcp__{_sanitise(server)}__{_sanitise(tool)}"
-    if len(name) <= MAX_NAME:
-        return name
-    return name[: MAX_NAME - 9] + "_" + _short_hash(server, tool)
+    plain = f"mcp__{server}__{tool}"
+    if _PLAIN_SERVER.fullmatch(server) and _PLAIN_TOOL.fullmatch(tool) and len(plain) <= MAX_NAME:
+        return plain
+    return f"mcp_{_short_hash(server, tool)}_{_sanitise(server)}__{_sanitise(tool)}"[:MAX_NAME]
 
 
-def hashed_tool_name(name: str, server: str, tool: str) -> str:
-    """``name`` cut short with a hash of where it came from: for two remote names that sanitise alike."""
-    return name[: MAX_NAME - 9] + "_" + _short_hash(server, tool)
+_PLAIN_SERVER = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")
+_PLAIN_TOOL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _sanitise(part: str) -> str:
@@ -39,7 +43,7 @@ def _sanitise(part: str) -> str:
 
 
 def _short_hash(*parts: str) -> str:
-    return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:8]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def result_text(result: Any, limit: int = MAX_RESULT_CHARS) -> str:

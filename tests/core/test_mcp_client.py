@@ -25,6 +25,7 @@ from core.tools.mcp_schema import mcp_tool_name, result_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ("-m", "tests.fakes.mcp_server")
+WEIRD = mcp_tool_name("fake", "weird.name")  # a dot is not allowed in a tool name: the hashed form
 
 
 def _stdio(name: str = "fake", *extra: str, record: Path | None = None, env: dict[str, str] | None = None) -> McpServerSpec:
@@ -129,7 +130,9 @@ def test_importing_the_client_does_not_load_the_sdk():
 
 
 def test_tool_names_are_sanitised_capped_and_stable():
-    assert mcp_tool_name("my server", "weird.name") == "mcp__my_server__weird_name"
+    assert mcp_tool_name("github", "create_issue") == "mcp__github__create_issue"
+    weird = mcp_tool_name("my server", "weird.name")
+    assert weird.startswith("mcp_") and weird.endswith("_my_server__weird_name") and weird == mcp_tool_name("my server", "weird.name")
     long_a = mcp_tool_name("a-very-long-server-name-indeed", "and_an_even_longer_tool_name_than_that_one")
     long_b = mcp_tool_name("a-very-long-server-name-indeed", "and_an_even_longer_tool_name_than_that_two")
     assert len(long_a) == len(long_b) == 64 and long_a != long_b
@@ -172,8 +175,8 @@ def test_result_text_joins_text_and_summarises_the_rest():
 async def test_stdio_tools_are_listed_with_prefixed_names_and_the_servers_schema(fake):
     connections, _ = fake
     tools = {t.name: t for t in connections.tools()}
-    assert "mcp__fake__echo" in tools and "mcp__fake__weird_name" in tools
-    assert all(name.startswith("mcp__fake__") for name in tools)
+    assert "mcp__fake__echo" in tools and WEIRD in tools
+    assert all(name.startswith("mcp__fake__") for name in tools if name != WEIRD)
     echo = tools["mcp__fake__echo"]
     assert echo.description == "Say the text back."
     assert (echo.kind, echo.read_only, echo.toolsets) == ("read", True, frozenset({"editor"}))
@@ -190,7 +193,7 @@ async def test_stdio_tools_are_listed_with_prefixed_names_and_the_servers_schema
     note = tools["mcp__fake__write_note"]
     assert (note.kind, note.read_only) == ("other", False)
     assert note.spec().parameters["properties"]["priority"]["enum"] == ["low", "high"]
-    assert tools["mcp__fake__weird_name"].read_only is False, "no annotations: assume it changes things"
+    assert tools[WEIRD].read_only is False, "no annotations: assume it changes things"
     assert note.title(note.args_model.model_validate({"note": "x"})) == "fake: write_note"
 
 
@@ -226,7 +229,7 @@ async def test_rejected_call_never_reaches_the_server(fake, tmp_path):
     run = await session.run("mcp__fake__write_note", {"note": "secret plan"}, answer=Decision.REJECT_ONCE)
     assert run.failed and "rejected" in run.result.content
     assert _calls(record) == []
-    weird = await session.run("mcp__fake__weird_name", {}, answer=Decision.REJECT_ONCE)
+    weird = await session.run(WEIRD, {}, answer=Decision.REJECT_ONCE)
     assert weird.failed and _calls(record) == []
 
 
@@ -283,7 +286,7 @@ async def test_broken_servers_are_problems_and_the_good_one_still_works(tmp_path
         assert "cannot reach" in by_server["nowhere"]
         assert "listed twice" in by_server["good"]
         assert all("the session goes on without it" in p for p in problems if "twice" not in p)
-        assert {t.name.split("__")[1] for t in connections.tools()} == {"good"}
+        assert {t.server for t in connections.tools()} == {"good"}
         run = await Session(tmp_path, connections.tools()).run("mcp__good__echo", {"text": "ok"})
         assert run.result.content == "ok"
     finally:

@@ -4,6 +4,8 @@ Run it as ``python -m tests.fakes.mcp_server`` (stdio), ``--http PORT`` (streama
 127.0.0.1) or ``--sse PORT``. ``--crash`` exits at once with a message on stderr, like a server
 missing its configuration. Every tool call is appended, as one JSON line, to the file named
 by ``$FAKE_MCP_RECORD`` (when set), so tests can check what reached the server.
+``--down-while FILE`` exits at start, as ``--crash`` does, while FILE exists: a server that stays
+down for as long as a test wants.
 """
 
 from __future__ import annotations
@@ -114,7 +116,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT")
     parser.add_argument("--sse", type=int, metavar="PORT", help="serve SSE on 127.0.0.1:PORT")
     parser.add_argument("--crash", action="store_true", help="exit at once, as a broken server would")
+    parser.add_argument("--down-while", metavar="FILE", help="exit at once while FILE exists")
     args = parser.parse_args(argv)
+    if args.down_while and os.path.exists(args.down_while):
+        print(f"fake mcp server: {args.down_while} exists, staying down", file=sys.stderr)
+        sys.exit(3)
     if args.crash:
         print("fake mcp server: missing configuration, giving up", file=sys.stderr)
         sys.exit(3)
