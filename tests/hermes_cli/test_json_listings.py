@@ -119,3 +119,10 @@ def test_pairing_skills_and_memory_as_json(filled: Path) -> None:
 def test_json_listings_of_an_empty_home_are_empty_arrays(hermes_home: Path) -> None:
     for args in (("sessions", "--json"), ("approvals", "--json"), ("cron", "--json"), ("memory", "log", "--json")):
         assert listing(hermes_home, *args) == [], args
+
+
+def test_gateway_reports_its_status_by_default(hermes_home: Path) -> None:
+    bare = cli(hermes_home, "gateway")
+    status = cli(hermes_home, "gateway", "status")
+    assert bare.returncode == status.returncode == 1, "no gateway has run: nothing is running"
+    assert bare.stdout == status.stdout and "No gateway has run yet. Start one with: hermes-gateway run" in bare.stdout
