@@ -34,6 +34,7 @@ def add_parsers(commands: Any) -> None:
     gateway.add_argument(
         "action", nargs="?", default="status", choices=["status"], help="status: is it running, and what is it doing (the default)"
     )
+    add_json_flag(gateway, "print one JSON array, an object per gateway (its status file, with running and times in ISO 8601)")
 
     pairing = commands.add_parser("pairing", help="approve Telegram users who asked to pair")
     pairing.add_argument(
@@ -79,7 +80,7 @@ def add_parsers(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "gateway":
-        return gateway_status()
+        return _gateway_status_json() if args.json else gateway_status()
     if args.command == "pairing":
         return asyncio.run(_pairing(args.action, args.value, as_json=args.json))
     return asyncio.run(_cron(args))
@@ -87,6 +88,37 @@ def run(args: argparse.Namespace) -> int:
 
 def _when(epoch: float | None) -> str:
     return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def _gateway_status_json() -> int:
+    """``gateway status --json``: each gateway's status file with ``name`` and ``running``; exit 0 when one runs."""
+    from core.config import home
+    from hermes_cli.redact import redact
+
+    rows = []
+    for path in _status_files(home() / "gateway"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        rows.append({"name": path.stem, "running": _lock_held(path.with_suffix(".lock")), **_iso_times(data)})
+    sys.stdout.write(redact(json.dumps(rows, ensure_ascii=False, indent=2)) + "\n")
+    return 0 if any(row["running"] for row in rows) else 1
+
+
+def _iso_times(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its epoch times (keys ending in _at, and heartbeat) as ISO 8601, nested tables too."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out[key] = _iso_times(value)
+        elif (key.endswith("_at") or key == "heartbeat") and isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = iso(value)
+        else:
+            out[key] = value
+    return out
 
 
 def gateway_status() -> int:

@@ -126,3 +126,43 @@ def test_gateway_reports_its_status_by_default(hermes_home: Path) -> None:
     status = cli(hermes_home, "gateway", "status")
     assert bare.returncode == status.returncode == 1, "no gateway has run: nothing is running"
     assert bare.stdout == status.stdout and "No gateway has run yet. Start one with: hermes-gateway run" in bare.stdout
+
+
+def test_gateway_status_as_json_while_a_scheduler_only_gateway_runs(hermes_home: Path) -> None:
+    import signal
+    import time
+
+    from tests.fakes.openai_server import ScriptedOpenAIServer
+
+    assert listing(hermes_home, "gateway", "status", "--json", code=1) == []
+    (hermes_home / "config.toml").write_text("[gateway]\nshutdown_grace = 5\n[cron]\ntick = 0.5\n", encoding="utf-8")
+    with ScriptedOpenAIServer([]) as model:
+        env = {
+            **os.environ,
+            "HERMES_EDITOR_HOME": str(hermes_home),
+            "HERMES_QUIET": "1",
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test-not-a-real-key-123456",
+            "HERMES_MODEL": "openai:scripted",
+        }
+        env.pop("TELEGRAM_BOT_TOKEN", None)
+        proc = subprocess.Popen(
+            [str(BIN.parent / "hermes-gateway"), "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            deadline = time.monotonic() + 30
+            rows: list[dict[str, Any]] = []
+            while time.monotonic() < deadline and not (rows and rows[0]["running"]):
+                assert proc.poll() is None, proc.communicate()[1]
+                done = cli(hermes_home, "gateway", "--json")
+                rows = json.loads(done.stdout)
+                time.sleep(0.1)
+            assert done.returncode == 0, done.stderr
+            (row,) = rows
+            assert row["name"] == "scheduler" and row["running"] is True and row["pid"] == proc.pid
+            assert row["cron_enabled"] is True and row["started_at"].endswith("+00:00") and row["heartbeat"].endswith("+00:00")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+    stopped = cli(hermes_home, "gateway", "status", "--json")
+    assert stopped.returncode == 1 and json.loads(stopped.stdout)[0]["running"] is False
