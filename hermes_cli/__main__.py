@@ -55,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
 
     for module in (logs_cmd, status_cmd, completion_cmd):
         module.register(commands)
+
+    from hermes_cli import mcp_cmd
+
+    mcp_cmd.register(commands)
     return parser
 
 
@@ -109,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
             from hermes_cli import logs_cmd, status_cmd
 
             return {"logs": logs_cmd, "status": status_cmd}[args.command].run(args)
+        if args.command == "mcp":
+            from hermes_cli import mcp_cmd
+
+            return mcp_cmd.run(args)
         if args.command == "completion":
             from hermes_cli import completion_cmd
 

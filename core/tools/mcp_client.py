@@ -44,7 +44,7 @@ from core.tools.registry import Tool, ToolOutput
 if TYPE_CHECKING:
     from core.config import McpServerConfig
 
-__all__ = ["McpConnections", "McpPool", "McpServerSpec", "McpTool", "SessionMcp", "shared_pool"]
+__all__ = ["McpConnections", "McpPool", "McpServerSpec", "McpTool", "SessionMcp", "probe", "shared_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -611,6 +611,22 @@ class McpConnections:
         for connection, result in zip(connections, results):
             if isinstance(result, Exception):
                 log.warning("closing MCP server %r failed: %s", connection.spec.name, result)
+
+
+async def probe(spec: McpServerSpec, *, cwd: Path | None = None, timeout: float = START_TIMEOUT) -> tuple[list[McpTool], str | None]:
+    """Connect to one server, list its tools and disconnect: (its tools, None), or ([], why not)."""
+    try:
+        await asyncio.to_thread(_import_sdk)
+    except ImportError as exc:
+        return [], f"the mcp package is missing ({exc})"
+    connections = McpConnections(cwd=cwd, start_timeout=timeout)
+    connection = _Connection(spec, Path(spec.cwd) if spec.cwd else cwd)
+    connections._connections.append(connection)
+    try:
+        problem = await connections._await_ready(connection)
+        return (connection.tools() if problem is None else []), problem
+    finally:
+        await connections.aclose()
 
 
 class McpPool:
