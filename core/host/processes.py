@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,14 +21,18 @@ from core.state_home import user_umask
 
 __all__ = [
     "CommandResult",
+    "EndedCommand",
     "LocalJob",
     "OutputCapture",
     "child_environment",
     "die_with_parent",
     "next_job_id",
     "run_to_end",
+    "is_background_note",
+    "notice_of_note",
     "spawn",
     "supervised",
+    "take_ended",
 ]
 
 
@@ -209,6 +213,8 @@ class LocalJob:
     def __init__(self, job_id: str, command: str, proc: asyncio.subprocess.Process, limit: int) -> None:
         self.id = job_id
         self.command = command
+        # Whom its end was announced to (see ``take_ended``).
+        self.told: set[str] = set()
         self._proc = proc
         self._limit = limit
         self._unread = bytearray()
@@ -229,6 +235,15 @@ class LocalJob:
         await self._proc.wait()
         _LIVE_GROUPS.discard(self._proc.pid)
         self._changed.set()
+
+    @property
+    def ended(self) -> CommandResult | None:
+        """How it ended (exit code or signal, no output); None while it runs."""
+        return _result(_wrapped_code(self._proc), "") if self._pump.done() else None
+
+    async def wait(self) -> None:
+        """Until it has ended (or been stopped)."""
+        await asyncio.shield(self._pump)
 
     def _take(self) -> str:
         text = bytes(self._unread).decode("utf-8", errors="replace")
@@ -261,6 +276,68 @@ class LocalJob:
         _LIVE_GROUPS.discard(self._proc.pid)
         text = self._take()
         return _result(_wrapped_code(self._proc), text)
+
+
+NOTE_PREFIX = "[Background command "
+
+
+@dataclass(frozen=True, slots=True)
+class EndedCommand:
+    """A background command that ended while nobody was reading it."""
+
+    job_id: str
+    command: str
+    result: CommandResult
+
+    def _status(self) -> str:
+        if self.result.signal:
+            return f"was killed by {self.result.signal}"
+        return f"exited {self.result.exit_code}" if self.result.exit_code is not None else "ended"
+
+    def _shown(self) -> str:
+        text = " ".join(self.command.split())
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @property
+    def notice(self) -> str:
+        """What the user is told."""
+        return f"Background command {self.job_id} (`{self._shown()}`) {self._status()}."
+
+    @property
+    def note(self) -> str:
+        """What the model is told, once, at its next request: the notice and what to do."""
+        return f"[{self.notice[:-1]}{_NOTE_TAIL}{self.job_id}) for its output.]"
+
+
+_NOTE_TAIL = "; use command_output(job="
+
+
+def is_background_note(text: str) -> bool:
+    """Whether a user-side message is an ``EndedCommand.note`` rather than the user's words."""
+    return text.startswith(NOTE_PREFIX) and _NOTE_TAIL in text
+
+
+def notice_of_note(note: str) -> str:
+    """The user's notice for a stored ``EndedCommand.note`` (to replay a conversation)."""
+    return note[1:].rsplit(_NOTE_TAIL, 1)[0] + "."
+
+
+def take_ended(jobs: Mapping[str, object], audience: str) -> list[EndedCommand]:
+    """The background commands among ``jobs`` that have ended and that ``audience`` ("model" or
+    "user") has not been told of yet, in start order; each is marked as told.
+
+    A command the model read to its end or stopped has left ``jobs`` and is never announced.
+    Jobs without ``ended`` (another host's) are skipped.
+    """
+    out = []
+    for job in jobs.values():
+        result = getattr(job, "ended", None)
+        told = getattr(job, "told", None)
+        if result is None or not isinstance(told, set) or audience in told:
+            continue
+        told.add(audience)
+        out.append(EndedCommand(str(getattr(job, "id", "?")), str(getattr(job, "command", "")), result))
+    return out
 
 
 async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
