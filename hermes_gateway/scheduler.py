@@ -180,13 +180,23 @@ class Scheduler:
                     await jobs.delivery_done(run.id)  # nowhere to send: the result stays in `cron runs`
                 continue
             due = await jobs.open_deliveries(run.id, targets)
-            outcomes = await asyncio.gather(*(self._deliver_to(job, run, d.target) for d in due))
+            outcomes = await asyncio.gather(*(self._attempt(job, run, d.target) for d in due))
             for delivery, (outcome, error) in zip(due, outcomes, strict=True):
                 status = await jobs.record_delivery(
                     run.id, delivery.target, outcome, error, max_attempts=cfg.delivery_attempts, delay=cfg.delivery_retry_delay
                 )
                 if outcome == "failed":
                     log.warning("delivery of cron run %s to %s failed (%s); %s", run.id, _shown(delivery.target), error, status)
+
+    async def _attempt(self, job: JobRecord, run: RunRecord, target: str) -> Outcome:
+        """One destination's attempt; an unexpected error counts as a failed attempt (a webhook's
+        by its type only: its text may quote the URL)."""
+        try:
+            return await self._deliver_to(job, run, target)
+        except Exception as exc:
+            if target.startswith("webhook:"):
+                return "failed", f"unexpected {type(exc).__name__}"
+            return "failed", f"unexpected {type(exc).__name__}: {exc}"
 
     async def _deliver_to(self, job: JobRecord, run: RunRecord, target: str) -> Outcome:
         kind, _, value = target.partition(":")
