@@ -51,9 +51,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_gateway_parsers(commands)
 
-    from hermes_cli import completion_cmd, logs_cmd, status_cmd
+    from hermes_cli import chat_cmd, completion_cmd, logs_cmd, model_cmd, status_cmd
 
-    for module in (logs_cmd, status_cmd, completion_cmd):
+    for module in (logs_cmd, status_cmd, completion_cmd, chat_cmd, model_cmd):
         module.register(commands)
 
     from hermes_cli import mcp_cmd
@@ -109,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             from hermes_cli import config_cmd
 
             return config_cmd.run(args)
-        if args.command in ("logs", "status"):
-            from hermes_cli import logs_cmd, status_cmd
+        if args.command in ("logs", "status", "chat", "model"):
+            from hermes_cli import chat_cmd, logs_cmd, model_cmd, status_cmd
 
-            return {"logs": logs_cmd, "status": status_cmd}[args.command].run(args)
+            return {"logs": logs_cmd, "status": status_cmd, "chat": chat_cmd, "model": model_cmd}[args.command].run(args)
         if args.command == "mcp":
             from hermes_cli import mcp_cmd
 

@@ -108,6 +108,10 @@ class Console:
             self.stream.flush()
             self._mid_line = False
 
+    def after_input(self, *, echoed: bool) -> None:
+        """A line was read after a prompt: a terminal echoed its newline, piped input did not."""
+        self._mid_line = not echoed
+
     async def ask(self, prompt: str) -> str:
         """A line typed on stdin ("" at end of input).
 
@@ -189,6 +193,11 @@ class TerminalClient:
         from acp.schema import ClientCapabilities, FileSystemCapabilities
 
         return ClientCapabilities(fs=FileSystemCapabilities(read_text_file=self.fs, write_text_file=self.fs), terminal=False)
+
+    def new_turn(self) -> None:
+        """Forget the last turn's errors; the next reply starts with the speaker's name again."""
+        self.errors.clear()
+        self._speaking = False
 
     def remember_options(self, options: list[Any] | None) -> None:
         """Note the current value of each session config option (from a session answer or an update)."""
