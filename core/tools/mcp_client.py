@@ -219,6 +219,7 @@ class _Connection:
         self._wake = asyncio.Event()
         self._drop_reason = ""
         self._attempt = 0
+        self._calls = 0  # in flight: a server busy with a long call is not pinged meanwhile
         self.task = asyncio.create_task(self._run(), name=f"mcp-{spec.name}")
 
     # --- the owner task -----------------------------------------------------------------
@@ -278,7 +279,7 @@ class _Connection:
             try:
                 await asyncio.wait_for(self._wake.wait(), PING_INTERVAL)
             except TimeoutError:
-                if not await self._answers(client):
+                if self._calls == 0 and not await self._answers(client):
                     self._drop(f"it stopped answering (no reply to a ping within {PING_TIMEOUT:g} s)")
             if self._stop.is_set():
                 return None
@@ -308,23 +309,18 @@ class _Connection:
     async def _answers(self, client: Any, timeout: float = PING_TIMEOUT) -> bool:
         """Whether the server answers a ping. Any answer counts: servers of the newest protocol
         refuse ping as an unknown method, which still says they are there."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
         try:
             await asyncio.wait_for(client.session.send_ping(), timeout)
-        except MCPError as exc:
-            return exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
-        except Exception:
-            return False
+        except Exception as exc:
+            return _answered(exc)
         return True
 
     # --- state changes and what sessions are told ----------------------------------------
 
-    def _notice(self, text: str) -> None:
+    def _notice(self, text: str, *, trouble: bool = True) -> None:
         self.seq += 1
         self.notices.append((self.seq, text))
-        log.warning("%s", text)
+        log.log(logging.WARNING if trouble else logging.INFO, "%s", text)
 
     def _went_up(self) -> None:
         was, self.state, self.reason = self.state, "up", ""
@@ -332,9 +328,9 @@ class _Connection:
             self.ready.set_result(None)
         count = f"{len(self.remote_tools)} tool{'s' if len(self.remote_tools) != 1 else ''}"
         if was == "down" and self.ever_up:
-            self._notice(f"MCP server '{self.spec.name}' is back (reconnected; {count}).")
+            self._notice(f"MCP server '{self.spec.name}' is back (reconnected; {count}).", trouble=False)
         elif was == "down" or self.keep_trying:
-            self._notice(f"MCP server '{self.spec.name}' is up ({count}).")
+            self._notice(f"MCP server '{self.spec.name}' is up ({count}).", trouble=False)
         self.ever_up = True
         log.info("MCP server %r connected (attempt %d, %s)", self.spec.name, self._attempt, count)
 
@@ -489,12 +485,14 @@ class _Connection:
         client = self.client
         if client is None:
             raise ToolError(self.unavailable(tool))
+        self._calls += 1
         try:
             # No read timeout: a long remote job is the user's to cancel, like any other tool.
             return await client.call_tool(tool, arguments)
         except Exception as exc:
             reason = _describe(exc, self.spec)
-            if self.client is client and await self._answers(client, 5.0):
+            # The server's own error is an answer; anything else may be a lost connection: ask it.
+            if _answered(exc) or (self.client is client and await self._answers(client, 5.0)):
                 raise ToolError(f"MCP server '{self.spec.name}' failed to run {tool}: {reason}") from exc
             if self.state == "up":
                 self._drop(f"the connection was lost ({reason})")
@@ -502,6 +500,8 @@ class _Connection:
                 f"MCP server '{self.spec.name}' stopped answering ({reason}); reconnecting in the background. "
                 f"{tool} cannot be called until it is back."
             ) from exc
+        finally:
+            self._calls -= 1
 
     async def close(self) -> None:
         """Stop the owner task: gracefully first (the SDK's bounded shutdown), then by force."""
@@ -786,6 +786,14 @@ def _make_tool(connection: _Connection, remote: Any, name: str) -> McpTool:
         server=server,
         connection=connection,
     )
+
+
+def _answered(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server's own error answer (not a lost connection or a timeout)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    return isinstance(exc, MCPError) and exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
 
 
 def _could_not_start(server: str, reason: str) -> str:
