@@ -56,16 +56,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     chat = commands.add_parser(
         "chat",
         help="talk to the agent on the terminal (or run one prompt with -p)",
-        description="A streaming conversation with the agent over ACP, as an editor has it: diffs shown, "
-        "approvals asked on the terminal, Ctrl-C cancels the turn (again, or Ctrl-D at the prompt, exits). "
-        "Slash commands (/help, /undo, /model, ...) go to the agent. With -p, or a prompt while stdin is "
+        description="A streaming conversation with the agent over ACP, as an editor has it: diffs shown,\n"
+        "approvals asked on the terminal, Ctrl-C cancels the turn (again, or Ctrl-D at the prompt, exits).\n"
+        "Slash commands (/help, /undo, /model, ...) go to the agent. With -p, or a prompt while stdin is\n"
         "not a terminal, it runs one turn and exits.",
         epilog=f"exit status of a one-shot run:\n{codes}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     chat.add_argument("prompt", nargs="*", help="the first message ('-' reads it from stdin)")
     chat.add_argument("-p", "--print", dest="one_shot", metavar="PROMPT", help="run PROMPT as one turn, print the reply and exit")
-    chat.add_argument("--project", type=Path, help="the project directory (default: the current one, or the resumed session's)")
+    chat.add_argument(
+        "--project", type=Path, metavar="DIR", help="the project directory (default: the current one, or the resumed session's)"
+    )
     which = chat.add_mutually_exclusive_group()
     which.add_argument("--resume", metavar="ID", help="continue a stored session (an id or a unique prefix of one)")
     which.add_argument("-c", "--continue", dest="continue_", action="store_true", help="continue the latest session of the project")
@@ -298,6 +300,7 @@ class _Turns:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     running: bool = False
     armed: bool = False  # the last key was Ctrl-C: another one exits
+    agent_exit: asyncio.Future[int] | None = None  # hermes-acp's exit status, once it has gone
 
 
 class ChatClient(TerminalClient):
@@ -387,7 +390,8 @@ async def _chat(request: _Request, command: str) -> int:
         log_path = Path(scratch) / "hermes-acp.stderr.log"
         with open(log_path, "wb") as log:
             try:
-                async with _spawn(client, command, env, request.project, log.fileno()) as conn:
+                async with _spawn(client, command, env, request.project, log.fileno()) as (conn, process):
+                    turns.agent_exit = asyncio.ensure_future(process.wait())
                     _on_ctrl_c(turns, client, conn)
                     sid = await _open(conn, client, request)
                     if request.one_shot:
@@ -435,7 +439,7 @@ async def _spawn(client: ChatClient, command: str, env: dict[str, str], cwd: Pat
     assert process.stdin is not None and process.stdout is not None
     conn = acp.ClientSideConnection(client, process.stdin, process.stdout)
     try:
-        yield conn
+        yield conn, process
     finally:
         with contextlib.suppress(Exception):
             await conn.close()
@@ -518,17 +522,28 @@ async def _turn(conn: Any, client: ChatClient, sid: str, text: str) -> tuple[str
     turns.running = True
     prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block(text)]))
     leaving = asyncio.ensure_future(turns.exit.wait())
+    waits: set[asyncio.Future[Any]] = {prompt, leaving}
+    if turns.agent_exit is not None:
+        waits.add(turns.agent_exit)
     try:
-        await asyncio.wait({prompt, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         leaving.cancel()
         turns.running = False
     if not prompt.done():
         prompt.cancel()
         prompt.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if turns.agent_exit is not None and turns.agent_exit.done():
+            raise ConnectionError(f"hermes-acp exited (status {turns.agent_exit.result()}) during the turn")
         return None, False
-    response = prompt.result()
     client.console.fresh_line()
+    try:
+        response = prompt.result()
+    except acp.RequestError as exc:
+        # A refused prompt (a bad /model, say) ends this turn, not the conversation.
+        client.errors.append(request_error_text(exc))
+        client.notice_error(f"hermes-acp refused: {client.errors[-1]}")
+        return "end_turn", True
     return response.stop_reason, bool(client.errors)
 
 

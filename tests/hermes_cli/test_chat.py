@@ -221,6 +221,15 @@ def test_a_reply_cut_by_the_output_limit_exits_3(hermes_home, project):
     assert "stopped short (max_tokens)" in result.stderr
 
 
+def test_a_prompt_hermes_acp_refuses_exits_1(hermes_home, project):
+    with ScriptedOpenAIServer([]) as server:
+        configure(hermes_home, server.base_url)
+        result = chat("-p", "/model anthropic:nope", cwd=project)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "hermes-acp refused:" in result.stderr and "anthropic" in result.stderr
+    assert server.requests == []
+
+
 def test_no_model_configured_exits_1_with_hermes_acps_reason(hermes_home, project):
     result = chat("-p", "hi", cwd=project)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -258,9 +267,8 @@ def test_continue_and_resume_by_prefix_send_the_earlier_conversation(hermes_home
     assert again.stdout.strip() == "It was pineapple."
     assert "Noted" not in again.stdout, "one-shot output carries this turn only"
     continued = server.requests[2]
-    assert user_texts(continued)[-2:] == ["Remember the word pineapple.", "Which word?"] or (
-        "Remember the word pineapple." in user_texts(continued) and user_texts(continued)[-1] == "Which word?"
-    )
+    assert "Remember the word pineapple." in user_texts(continued) and user_texts(continued)[-1] == "Which word?"
+    assert "unrelated" not in user_texts(continued)
     assert any(m.get("role") == "assistant" and "pineapple" in str(m.get("content")) for m in continued["messages"])
     texts = user_texts(server.requests[3])
     assert "Remember the word pineapple." in texts and "Which word?" in texts and texts[-1] == "And now?"
@@ -350,6 +358,9 @@ def test_on_a_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(hermes_home,
             out = term.read_until("(cancelled)")
             assert "Cancelling the turn" in out
             term.read_until("> ")
+            term.send(b"/model anthropic:nope\r")  # refused by hermes-acp: the chat goes on
+            term.read_until("hermes-acp refused:")
+            term.read_until("> ")
             term.send(b"Are you there?\r")
             term.read_until("After the cancel, still here.")
             term.read_until("> ")
@@ -381,3 +392,23 @@ def test_on_a_terminal_an_approval_is_answered_and_ctrl_c_twice_at_the_prompt_ex
     assert status == 0, term.seen.decode(errors="replace")
     assert (project / "hello.txt").read_text() == "hello, world\n"
     assert len(server.requests) == 2
+
+
+def test_on_a_terminal_continue_shows_the_earlier_conversation_first(hermes_home, project):
+    with ScriptedOpenAIServer([{"text": "Noted: pineapple."}, {"text": "Pineapple, as before."}]) as server:
+        configure(hermes_home, server.base_url)
+        assert chat("-p", "Remember the word pineapple.", cwd=project).returncode == 0
+        term = Terminal("--continue", cwd=project)
+        try:
+            earlier = term.read_until("— continued —")
+            assert "You: Remember the word pineapple." in earlier and "Hermes: Noted: pineapple." in earlier
+            term.read_until("> ")
+            term.send(b"Which word?\r")
+            term.read_until("Pineapple, as before.")
+            term.read_until("> ")
+            term.send(b"/exit\r")
+            status = term.wait()
+        finally:
+            term.close()
+    assert status == 0, term.seen.decode(errors="replace")
+    assert user_texts(server.requests[1]) == ["Remember the word pineapple.", "Which word?"]
