@@ -221,6 +221,32 @@ def test_a_reply_cut_by_the_output_limit_exits_3(hermes_home, project):
     assert "stopped short (max_tokens)" in result.stderr
 
 
+def test_sigint_cancels_a_one_shot_turn_and_exits_130(hermes_home, project):
+    with ScriptedOpenAIServer([{"hang": True}]) as server:
+        configure(hermes_home, server.base_url)
+        proc = subprocess.Popen(
+            [str(BIN / "hermes-editor"), "chat", "-p", "hi"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HERMES_QUIET": "1", "NO_COLOR": "1"},
+            cwd=project,
+            start_new_session=True,
+        )
+        try:
+            server.wait_for(lambda: server.requests, timeout=60, what="the model request")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "Cancelling the turn" in err and "Interrupted: the turn was cancelled." in err
+    assert "Traceback" not in err
+
+
 def test_a_prompt_hermes_acp_refuses_exits_1(hermes_home, project):
     with ScriptedOpenAIServer([]) as server:
         configure(hermes_home, server.base_url)
