@@ -82,6 +82,9 @@ COVERED: dict[str, str] = {
     "completion bash": "tests/hermes_cli/test_logs_status_completion.py::test_completion_scripts_name_every_command",
     "completion zsh": "tests/hermes_cli/test_logs_status_completion.py::test_completion_scripts_name_every_command",
     "completion fish": "tests/hermes_cli/test_logs_status_completion.py::test_completion_scripts_name_every_command",
+    "mcp": "tests/hermes_cli/test_mcp_cmd.py::test_bare_mcp_lists_nothing_configured_and_says_how_to_add_one",
+    "mcp list": "tests/hermes_cli/test_mcp_cmd.py::test_list_shows_transport_and_enabled_never_secrets",
+    "mcp test": "tests/hermes_cli/test_mcp_cmd.py::test_test_connects_and_lists_the_tools",
 }
 
 # What in a module shows that it starts the installed CLI in a process of its own.
