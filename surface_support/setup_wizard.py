@@ -218,6 +218,16 @@ def _choose_model(base_url: str, api_key: str | None, default_model: str, ask: C
         out(f"'{answer}' is not one of 1-{len(offered)}; give a number from the list or a model name.")
 
 
+def _configured_key(provider: str) -> str | None:
+    """The API key config.toml already holds for ``provider``, if it loads and holds one."""
+    name = "custom" if provider == "openai-compatible" else provider
+    try:
+        entry = load_config(env={}).providers.get(name)
+    except ConfigError:
+        return None
+    return entry.api_key.get_secret_value() if entry is not None and entry.api_key is not None else None
+
+
 def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out) -> int:
     path = config_path()
     out(f"Setting up hermes-editor. The configuration will be written to {path}.")
@@ -247,7 +257,8 @@ def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out)
             out(f"An API key is needed for {label}; nothing was written.")
             return 2
     if provider in _LISTS_MODELS and base_url:
-        model = _choose_model(base_url, api_key, default_model, ask, out)
+        # Enter keeps a key configured before (the merge leaves it); the listing needs it too.
+        model = _choose_model(base_url, api_key or _configured_key(provider), default_model, ask, out)
     else:
         model = ask(f"Model [{default_model}]: ").strip() or default_model
     if not model:

@@ -93,3 +93,16 @@ def test_a_server_that_refuses_the_key_is_named(hermes_home):
     assert "/v1/models: HTTP 404" in done.stdout and "/api/tags: HTTP 404" in done.stdout
     assert KEY not in done.stdout + done.stderr
     assert load_config(hermes_home / "config.toml", env={}).model == "custom:named-model"
+
+
+def test_a_second_run_keeps_the_key_when_enter_is_pressed_and_lists_with_it(hermes_home):
+    with ModelListServer(MODELS) as server:
+        first = hermes_editor("setup", input=f"{OTHER}\n{server.base_url}\n{KEY}\n1\n")
+        assert first.returncode == 0, first.stdout + first.stderr
+        again = hermes_editor("setup", input=f"{OTHER}\n{server.base_url}\n\n3\n")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert [headers.get("authorization") for _, headers in server.gets] == [f"Bearer {KEY}"] * 2
+    assert KEY not in again.stdout + again.stderr
+    config = load_config(hermes_home / "config.toml", env={})
+    assert config.model == f"custom:{sorted(MODELS)[2]}"
+    assert config.providers["custom"].api_key.get_secret_value() == KEY
