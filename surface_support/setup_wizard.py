@@ -248,7 +248,8 @@ def _run_setup(ask: Callable[[str], str], ask_secret: Callable[[str], str], out)
             return 2
     api_key = None
     if provider == "openai-compatible":
-        api_key = ask_secret("API key for this server (Enter for none): ").strip() or None
+        keep = "Enter keeps the configured one" if _configured_key(provider) else "Enter for none"
+        api_key = ask_secret(f"API key for this server ({keep}): ").strip() or None
     elif profile.needs_key:
         from_env = os.environ.get(profile.key_env or "")
         prompt = f"{label} API key" + (f" (Enter to use ${profile.key_env} at run time)" if from_env else "") + ": "

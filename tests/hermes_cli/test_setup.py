@@ -102,6 +102,7 @@ def test_a_second_run_keeps_the_key_when_enter_is_pressed_and_lists_with_it(herm
         again = hermes_editor("setup", input=f"{OTHER}\n{server.base_url}\n\n3\n")
         assert again.returncode == 0, again.stdout + again.stderr
         assert [headers.get("authorization") for _, headers in server.gets] == [f"Bearer {KEY}"] * 2
+        assert "API key for this server (Enter keeps the configured one)" in again.stdout
     assert KEY not in again.stdout + again.stderr
     config = load_config(hermes_home / "config.toml", env={})
     assert config.model == f"custom:{sorted(MODELS)[2]}"
