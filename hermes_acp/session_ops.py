@@ -77,6 +77,8 @@ class SessionOps:
         """Make a core session live here: the editor as host, the chosen model and mode."""
         session.host = AcpHost(self._backend.conn, session.id, self._backend.client_caps, session.host)
         live = LiveSession(session, choices)
+        if session.mcp is not None:  # an MCP server going down or coming back is told at once when no turn runs
+            session.mcp.on_change = lambda: self.show_mcp(live)
         self.sessions[session.id] = live
         await self._apply_choices(live)
         return live
@@ -175,6 +177,16 @@ class SessionOps:
             await send_update(self._backend.conn, live.session.id, update)
         except Exception:
             log.debug("could not send available commands", exc_info=True)
+
+    async def show_mcp(self, live: LiveSession) -> None:
+        """Tell the user of MCP servers that went down or came back, when no turn runs (a running
+        turn tells them itself, at its next step)."""
+        turn = live.session.turn
+        if (turn is not None and not turn.done()) or live.session.lock.locked() or self.sessions.get(live.session.id) is not live:
+            return
+        if live.answered.is_set():
+            for notice in live.session.mcp.changes(live.session.extra_tools):
+                await send_update(self._backend.conn, live.session.id, update_for(notice))
 
     async def set_mode(self, live: LiveSession, mode: str, *, announce_mode: bool = True, announce_options: bool = True) -> None:
         from acp import RequestError

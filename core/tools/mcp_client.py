@@ -25,7 +25,7 @@ import shutil
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +212,7 @@ class _Connection:
         self.group: frozenset[str] = frozenset({spec.name})
         self.notices: deque[tuple[int, str]] = deque(maxlen=MAX_NOTICES)
         self.seq = 0
+        self.watchers: weakref.WeakSet[SessionMcp] = weakref.WeakSet()  # told of each notice
         self._built: tuple[int, list[McpTool]] = (-1, [])
         self._loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[BaseException | None] = self._loop.create_future()
@@ -321,6 +322,8 @@ class _Connection:
         self.seq += 1
         self.notices.append((self.seq, text))
         log.log(logging.WARNING if trouble else logging.INFO, "%s", text)
+        for watcher in list(self.watchers):
+            watcher.changed()
 
     def _went_up(self) -> None:
         was, self.state, self.reason = self.state, "up", ""
@@ -693,13 +696,35 @@ class SessionMcp:
         self._config = pool.connections_for(cwd) if pool is not None else []
         self._seen: dict[int, int] = {}  # id(connection) -> the last notice shown
         self._opened = False
+        # Called when one of its servers goes down or comes back, so that a surface can show
+        # changes() at once when no turn runs (a running turn shows them at its next step).
+        self.on_change: Callable[[], Awaitable[None]] | None = None
+        self._told: set[asyncio.Task[None]] = set()
+        for connection in self._config:
+            connection.watchers.add(self)
 
-    @staticmethod
-    def _editor(extra_tools: Mapping[str, Tool]) -> list[_Connection]:
+    def changed(self) -> None:
+        """A server of this session has a new notice: let the surface know, in the background."""
+        if self.on_change is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._tell())
+        self._told.add(task)
+        task.add_done_callback(self._told.discard)
+
+    async def _tell(self) -> None:
+        try:
+            if self.on_change is not None:
+                await self.on_change()
+        except Exception:
+            log.debug("telling a session of an MCP server change failed", exc_info=True)
+
+    def _editor(self, extra_tools: Mapping[str, Tool]) -> list[_Connection]:
         found: dict[int, _Connection] = {}
         for tool in extra_tools.values():
             if isinstance(tool, McpTool) and tool.connection is not None:
                 found.setdefault(id(tool.connection), tool.connection)
+        for connection in found.values():
+            connection.watchers.add(self)
         return list(found.values())
 
     def _active(self, extra_tools: Mapping[str, Tool]) -> tuple[list[_Connection], list[_Connection]]:
@@ -732,13 +757,16 @@ class SessionMcp:
         pending = [c.ready for c in config if not c.ready.done()]
         if pending:
             await asyncio.wait(pending, timeout=timeout)
-        notices = [Notice(c.status_line(), "warning") for c in config if c.state != "up"]
+        notices = [Notice(c.status_line(), "warning") for c in (*config, *editor) if c.state != "up"]
         for connection in (*config, *editor):
             self._seen[id(connection)] = connection.seq
         return notices
 
     def changes(self, extra_tools: Mapping[str, Tool]) -> list[Notice]:
-        """A notice for each server of this session that went down or came back since last asked."""
+        """A notice for each server of this session that went down or came back since last asked
+        (nothing before the first turn, which says how each server is)."""
+        if not self._opened:
+            return []
         notices: list[Notice] = []
         config, editor = self._active(extra_tools)
         for connection in (*config, *editor):

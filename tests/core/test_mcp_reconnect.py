@@ -198,6 +198,12 @@ async def test_a_session_hears_of_a_drop_and_the_return_once(tmp_path):
     pool = McpPool(_config("cfg", args=[*FAKE, "--down-while", str(gate)]))
     try:
         session = SessionMcp(pool, tmp_path)
+        told: list[int] = []
+
+        async def on_change() -> None:
+            told.append(1)
+
+        session.on_change = on_change
         assert await session.open_turn({}) == []
         tools = list(session.tools({}).values())
         pid = int((await Session(tmp_path, tools).run("mcp__cfg__pid", {})).result.content)
@@ -205,6 +211,7 @@ async def test_a_session_hears_of_a_drop_and_the_return_once(tmp_path):
         gate.touch()
         os.kill(pid, signal.SIGKILL)
         await _until(lambda: connection.state == "down", "the drop")
+        await _until(lambda: told, "the session to be told of the change")
         late = SessionMcp(pool, tmp_path)  # a session that starts while the server is down is told so at once
         assert [n.text.split(":")[0] for n in await late.open_turn({}, timeout=0.1)] == ["MCP server 'cfg' is down"]
         (down,) = session.changes({})

@@ -112,22 +112,23 @@ enabled = false
 
                 gate.touch()  # cfg's restarts fail until the gate is removed
                 os.kill(pid, signal.SIGKILL)
-                await until(lambda: log.exists() and "MCP server 'cfg' is down" in log.read_text(), 30, "the drop in the log")
+                # No turn runs: the thread is told at once.
+                await until(lambda: "**Note:** MCP server 'cfg' is down: its process ended" in client.text(), 30, "the drop notice")
                 second = await conn.prompt(session_id=sid, prompt=[acp.text_block("try cfg again")])
                 assert second.stop_reason == "end_turn"
-                assert "**Note:** MCP server 'cfg' is down: its process ended" in client.text()
                 assert client.tool_updates("e1")[-1].status == "failed"
                 error = _tool_results(server.requests[3])["e1"]
                 assert "MCP server 'cfg' is down" in error and "reconnecting in the background" in error
 
                 gate.unlink()
-                await until(lambda: "MCP server 'cfg' is back" in log.read_text(), 60, "the reconnect in the log")
+                await until(lambda: "**Note:** MCP server 'cfg' is back (reconnected;" in client.text(), 60, "the return notice")
                 third = await conn.prompt(session_id=sid, prompt=[acp.text_block("and now?")])
                 assert third.stop_reason == "end_turn"
-                assert "**Note:** MCP server 'cfg' is back (reconnected;" in client.text()
+                assert "MCP server 'cfg' is back" in log.read_text()
                 assert client.tool_updates("e2")[-1].status == "completed"
                 assert _tool_results(server.requests[5])["e2"] == "welcome back"
                 assert client.text().count("MCP server 'cfg' is down") == 1, "each change is told once"
+                assert client.text().count("MCP server 'cfg' is back") == 1
             # hermes-acp has exited: config.toml's servers went with it.
             await until(lambda: not _running_with(str(gate)), 30, "cfg's server process to end")
     finally:
