@@ -66,12 +66,13 @@ async def test_a_stdio_server_that_dies_is_down_then_reconnected(tmp_path):
 
 
 class _HttpFake:
-    """The fake server over streamable HTTP on a fixed port, stopped and started at will."""
+    """The fake server over streamable HTTP (or SSE) on a fixed port, stopped and started at will."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, transport: str = "http") -> None:
         self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.log = tmp_path / "http-server.log"
+        self.transport = transport
+        self.url = f"http://127.0.0.1:{self.port}/{'mcp' if transport == 'http' else 'sse'}"
+        self.log = tmp_path / f"{transport}-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -79,7 +80,7 @@ class _HttpFake:
 
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, *FAKE, "--http", str(self.port)], env=env, stdout=log, stderr=log)
+            self.proc = subprocess.Popen([sys.executable, *FAKE, f"--{self.transport}", str(self.port)], env=env, stdout=log, stderr=log)
         deadline = time.monotonic() + 20
         while True:
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from tests.core.test_mcp_reconnect import _HttpFake
 from tests.hermes_cli.entry import hermes_editor
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -103,3 +104,25 @@ def test_a_mistyped_key_is_named_with_the_nearest_one(hermes_home):
     done = hermes_editor("mcp", "list")
     assert done.returncode == 1 and "key 'mcp_servers.fake.headers.Authorization'" in done.stderr
     assert "${VARIABLE}" in done.stderr and "Bearer" not in done.stderr, "the value itself is never quoted"
+
+
+def test_test_reaches_an_sse_server_named_by_transport(hermes_home, tmp_path):
+    server = _HttpFake(tmp_path, "sse")
+    _write(
+        hermes_home,
+        f"""
+[mcp_servers.events]
+transport = "sse"
+url = "{server.url}"
+headers = {{ Authorization = "Bearer ${{HERMES_TEST_MCP_TOKEN}}" }}
+""",
+    )
+    server.start()
+    try:
+        done = hermes_editor("mcp", "test", "events", env={"HERMES_TEST_MCP_TOKEN": "tok-0123456789"})
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("✓ events (sse): connected in ") and "mcp__events__echo" in done.stdout
+    listed = hermes_editor("mcp", "list")
+    assert listed.stdout.splitlines()[1].split()[:4] == ["events", "sse", "yes", server.url]
