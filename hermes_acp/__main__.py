@@ -93,6 +93,9 @@ async def _serve(read_fd: int, protocol_fd: int, redactor: RedactingFilter | Non
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:
         await conn.listen()
+        # stdin is closed: running turns stop, but what the client asked before is still done.
+        agent.stop_turns()
+        await transport.answered_all(timeout=10)
     finally:
         await asyncio.shield(agent.aclose())
         await asyncio.shield(conn.close())

@@ -303,6 +303,12 @@ class HermesAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         """Extension notifications are ignored."""
 
+    def stop_turns(self) -> None:
+        """Cancel every running turn and queued prompt (the client has gone)."""
+        if self._backend.agent is not None:
+            for live in self._ops.sessions.values():
+                self._backend.agent.cancel(live.session)
+
     async def aclose(self) -> None:
         """Stop running turns and release MCP servers, the model clients and the store (stdin closed)."""
         await self._ops.aclose()

@@ -49,6 +49,10 @@ class StdioTransport:
         self._lock = asyncio.Lock()
         self._closed = False
         self._after_result: dict[str, list[Callable[[], Coroutine[Any, Any, None]]]] = {}
+        # Ids of requests read and not answered yet (see ``answered_all``).
+        self._unanswered: set[Any] = set()
+        self._all_answered = asyncio.Event()
+        self._all_answered.set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -78,6 +82,10 @@ class StdioTransport:
         loop.call_soon_threadsafe(self._reader.feed_eof)
 
     async def send(self, message: dict[str, Any]) -> None:
+        if "method" not in message:
+            self._unanswered.discard(message.get("id"))
+            if not self._unanswered:
+                self._all_answered.set()
         if self._answered and "method" not in message and message.get("id") in self._answered:
             self._settle(message)
             return
@@ -130,7 +138,22 @@ class StdioTransport:
                 # Requests after those answered early wait until the SDK has handled them (the
                 # client may already use the session id it was given). Responses never wait.
                 await self._settled.wait()
+            if "method" in message and "id" in message:
+                self._unanswered.add(message["id"])
+                self._all_answered.clear()
             return message
+
+    async def answered_all(self, timeout: float) -> bool:
+        """Wait until every request read so far has been answered (False after ``timeout`` s).
+
+        When the client closes stdin, what it asked before is still done: a mode it chose is
+        saved, not dropped by the shutdown that follows."""
+        try:
+            await asyncio.wait_for(self._all_answered.wait(), timeout)
+        except TimeoutError:
+            log.warning("stdin closed with requests still unanswered: %s", sorted(map(str, self._unanswered)))
+            return False
+        return True
 
     async def _parse(self, line: bytes) -> dict[str, Any] | None:
         line = line.strip()

@@ -6,9 +6,12 @@ to show a diff as a new file, so diffs are patched back in before sending.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 __all__ = ["request_permission", "send_update"]
+
+log = logging.getLogger(__name__)
 
 
 def _with_null_old_text(payload: Any) -> Any:
@@ -29,12 +32,16 @@ def _raw(conn: Any) -> Any:
 
 
 async def send_update(conn: Any, session_id: str, update: Any) -> None:
-    """``session/update`` with ``update`` (an SDK model)."""
+    """``session/update`` with ``update`` (an SDK model); dropped once the client has gone
+    (stdin closed), so that requests it sent before still finish and are answered."""
     from acp.schema import SessionNotification
     from acp.utils import serialize_params
 
     params = serialize_params(SessionNotification(session_id=session_id, update=update))
-    await _raw(conn).send_notification("session/update", _with_null_old_text(params))
+    try:
+        await _raw(conn).send_notification("session/update", _with_null_old_text(params))
+    except ConnectionError:
+        log.debug("session/update for %s dropped: the client has gone", session_id)
 
 
 async def request_permission(conn: Any, session_id: str, tool_call: Any, options: list) -> Any:

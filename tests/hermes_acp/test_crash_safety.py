@@ -49,6 +49,28 @@ def _start(env, project):
     return proc, send
 
 
+def _answer(proc, request_id: int) -> dict:
+    """Read the agent's stdout up to the answer to ``request_id`` (notifications may come first)."""
+    while (message := json.loads(proc.stdout.readline())).get("id") != request_id:
+        pass
+    return message
+
+
+def _files(project) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(project.glob("f*.txt"))}
+
+
+def _rounds_with_calls(updates) -> set[int]:
+    """The rounds whose replayed turn has a tool call."""
+    found, current = set(), None
+    for update in updates:
+        if update.session_update == "user_message_chunk" and update.content.text.startswith("round "):
+            current = int(update.content.text.split()[1])
+        elif update.session_update == "tool_call" and current is not None:
+            found.add(current)
+    return found
+
+
 def _tool_call_seen(proc, timeout: float) -> bool:
     """Read the agent's stdout (in a thread, on to its end) until a tool call is announced."""
     seen = threading.Event()
@@ -73,14 +95,17 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
         send({"id": 2, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}})
         sid = json.loads(proc.stdout.readline())["result"]["sessionId"]
         send({"id": 3, "method": "session/set_mode", "params": {"sessionId": sid, "modeId": "auto"}})
-        proc.stdout.readline()
+        # The answer, not just the next line (the command list may come first): in "ask" mode
+        # nothing would be written, and the undo below would check nothing.
+        assert "error" not in _answer(proc, 3)
         proc.stdin.close()
         proc.wait(timeout=10)
+        before_round = []  # the files as each round found them
         for round_ in range(8):
+            before_round.append(_files(project))
             proc, send = _start(env, project)
             send({"id": 2, "method": "session/resume", "params": {"sessionId": sid, "cwd": str(project), "mcpServers": []}})
-            while json.loads(proc.stdout.readline()).get("id") != 2:
-                pass
+            _answer(proc, 2)
             send(
                 {"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"round {round_}"}]}}
             )
@@ -111,7 +136,7 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
                 db.close()
             assert indexed == ids
 
-    written_before_undo = sorted(p.name for p in project.glob("f*.txt"))
+    written_before_undo = _files(project)
 
     async def replay():
         client = Client()
@@ -130,10 +155,18 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
         return client, undo_text
 
     client, undo_text = asyncio.run(replay())
-    # The checkpoint taken before the last turn with writes restores the files (created ones go).
+    # The checkpoint taken before the last turn with writes restores the files as that round
+    # found them (created ones go, overwritten ones get their content back).
     if written_before_undo:
         assert "Undid" in undo_text, undo_text
-        assert sorted(p.name for p in project.glob("f*.txt")) != written_before_undo
+        last = max(r for r in range(8) if before_round[r] != (before_round[r + 1] if r < 7 else written_before_undo))
+        restored = _files(project)
+        if restored == written_before_undo:
+            # Only when a later turn took its checkpoint and was killed before its write landed:
+            # undoing it restores what is already there.
+            assert any(r > last for r in _rounds_with_calls(client.updates)), undo_text
+        else:
+            assert restored == before_round[last], (sorted(restored), sorted(before_round[last]), undo_text)
     users = [u for u in client.updates if u.session_update == "user_message_chunk"]
     assert len(users) == 8 and stored >= 8, "every round's user message was persisted before the kill"
     assert client.of_kind("tool_call"), "the kills landed inside turns, after a step was persisted"
@@ -141,3 +174,27 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
     for update in client.of_kind("tool_call"):
         finals = [u.status for u in client.tool_updates(update.tool_call_id) if u.session_update == "tool_call_update"]
         assert finals and finals[-1] in ("completed", "failed"), update.tool_call_id
+
+
+def test_what_was_asked_before_stdin_closes_is_still_done(hermes_home, tmp_path):
+    """A client that sends a request and closes stdin at once (an editor quitting right after a
+    choice) still gets it done: the server answers every request it read before shutting down."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (hermes_home / "config.toml").write_text("")
+    with ScriptedOpenAIServer([]) as server:
+        env = agent_env(hermes_home, server.base_url)
+        proc, send = _start(env, project)
+        send({"id": 2, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}})
+        sid = json.loads(proc.stdout.readline())["result"]["sessionId"]
+        send({"id": 3, "method": "session/set_mode", "params": {"sessionId": sid, "modeId": "auto"}})
+        proc.stdin.close()
+        answer = _answer(proc, 3)
+        assert proc.wait(timeout=30) == 0
+        assert "error" not in answer, answer
+        proc, send = _start(env, project)
+        send({"id": 2, "method": "session/resume", "params": {"sessionId": sid, "cwd": str(project), "mcpServers": []}})
+        resumed = _answer(proc, 2)
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert resumed["result"]["modes"]["currentModeId"] == "auto", "the mode chosen before stdin closed was saved"
