@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ class AcpHost:
         self.terminal_via_client = bool(getattr(capabilities, "terminal", False))
         self._local = local
         self.jobs: dict[str, BackgroundCommand] = {}
+        # Called when a background command ends (the server tells the user when no turn runs).
+        self.on_job_end: Callable[[BackgroundCommand], Awaitable[None]] | None = None
+        self._watchers: set[asyncio.Task[None]] = set()
 
     # --- files -------------------------------------------------------------------------
 
@@ -167,10 +171,27 @@ class AcpHost:
             await show([TerminalContent(terminal_id)])  # it stays live in the tool call
             job = _TerminalJob(self, next_job_id(), command, terminal_id)
         self.jobs[job.id] = job
+        watcher = asyncio.create_task(self._watch(job))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
         return job
+
+    async def _watch(self, job: Any) -> None:
+        """Wait for a background command to end, then report it (unless it was stopped or read)."""
+        try:
+            await job.wait()
+            still_listed = self.jobs.get(job.id) is job  # not read to its end or stopped meanwhile
+            if still_listed and job.ended is not None and self.on_job_end is not None:
+                await self.on_job_end(self.jobs[job.id])
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.debug("watching background command %s failed", job.id, exc_info=True)
 
     async def aclose(self) -> None:
         """Stop background commands and release their terminals."""
+        for watcher in list(self._watchers):
+            watcher.cancel()
         jobs, self.jobs = list(self.jobs.values()), {}
         await asyncio.gather(*(job.stop() for job in jobs), return_exceptions=True)
         await self._local.aclose()
@@ -199,6 +220,25 @@ class _TerminalJob:
         self._seen = ""
         self._released = False
         self._final: CommandResult | None = None
+        self._exit: CommandResult | None = None  # as the editor reported it to ``wait``
+        self.told: set[str] = set()  # whom its end was announced to (core.host.processes.take_ended)
+
+    @property
+    def ended(self) -> CommandResult | None:
+        """How it ended (exit code or signal, no output); None while it runs."""
+        return self._final or self._exit
+
+    async def wait(self) -> None:
+        """Until the editor reports that it has ended (or it is stopped or released)."""
+        if self._final is not None or self._released:
+            return
+        try:
+            status = await self._host._conn.wait_for_terminal_exit(session_id=self._host._session_id, terminal_id=self._terminal_id)
+        except Exception:
+            if not self._released:
+                log.debug("wait_for_terminal_exit failed for %s", self._terminal_id, exc_info=True)
+            return
+        self._exit = CommandResult(exit_code=getattr(status, "exit_code", None), output="", signal=getattr(status, "signal", None))
 
     def _new(self, output: str) -> str:
         if output.startswith(self._seen):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.events import DiffContent, Location, TextContent, ToolContent
+from core.events import DiffContent, Location, Notice, TextContent, ToolContent
+from core.host.processes import is_background_note, notice_of_note
 from core.messages import (
     AssistantMessage,
     ImagePart,
@@ -19,7 +20,7 @@ from core.messages import (
     UserMessage,
 )
 from core.tools.registry import Tool
-from hermes_acp.render import acp_content, acp_locations
+from hermes_acp.render import acp_content, acp_locations, update_for
 
 __all__ = ["replay_updates"]
 
@@ -50,7 +51,10 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
     for message in history:
         if not isinstance(message, ToolResultMessage):
             close_unanswered()
-        if isinstance(message, UserMessage):
+        if isinstance(message, UserMessage) and is_background_note(message.text):
+            # The note the model got when a background command ended: the user saw a notice.
+            updates.append(update_for(Notice(notice_of_note(message.text), "warning")))
+        elif isinstance(message, UserMessage):
             for part in message.parts:
                 if isinstance(part, TextPart) and part.text:
                     updates.append(acp.update_user_message_text(part.text))

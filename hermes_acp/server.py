@@ -286,6 +286,7 @@ class HermesAgent:
         finally:
             for task in asks:
                 task.cancel()
+        await self._ops.show_ended(live)  # background commands that ended after the turn's last request
         return PromptResponse(stop_reason=stop)
 
     async def cancel(self, session_id: str, **_: Any) -> None:

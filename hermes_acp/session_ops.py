@@ -77,6 +77,7 @@ class SessionOps:
         """Make a core session live here: the editor as host, the chosen model and mode."""
         session.host = AcpHost(self._backend.conn, session.id, self._backend.client_caps, session.host)
         live = LiveSession(session, choices)
+        session.host.on_job_end = lambda _job: self.show_ended(live)
         if session.mcp is not None:  # an MCP server going down or coming back is told at once when no turn runs
             session.mcp.on_change = lambda: self.show_mcp(live)
         self.sessions[session.id] = live
@@ -177,6 +178,18 @@ class SessionOps:
             await send_update(self._backend.conn, live.session.id, update)
         except Exception:
             log.debug("could not send available commands", exc_info=True)
+
+    async def show_ended(self, live: LiveSession) -> None:
+        """Tell the user of background commands that ended unread, when no turn runs (a running
+        turn tells them itself, with the note for the model, at its next request)."""
+        from core.events import Notice
+        from core.host.processes import take_ended
+
+        turn = live.session.turn
+        if (turn is not None and not turn.done()) or live.session.lock.locked() or self.sessions.get(live.session.id) is not live:
+            return
+        for ended in take_ended(live.session.host.jobs, "user"):
+            await send_update(self._backend.conn, live.session.id, update_for(Notice(ended.notice, "warning")))
 
     async def show_mcp(self, live: LiveSession) -> None:
         """Tell the user of MCP servers that went down or came back, when no turn runs (a running
