@@ -203,3 +203,28 @@ async def test_a_background_command_outlives_its_task_and_ends_with_the_server(h
     _until(lambda: not _processes_with(marker), "the background command to end")
     log = (hermes_home / "logs" / "mcp.log").read_text()
     assert "stopped 1 background command" in log, log[-2000:]
+
+
+async def test_a_task_schedules_a_job_the_user_approves(hermes_home, project):
+    """The cron tool over MCP: adding a job asks the user first, and the job is the one the CLI lists."""
+    asked: list = []
+
+    async def allow(context, params):
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"decision": "allow"})
+
+    script = [
+        call("cron", {"action": "add", "schedule": "daily at 09:00", "prompt": "check the build", "name": "build check"}, "c1"),
+        {"text": "Scheduled."},
+    ]
+    with ScriptedOpenAIServer(script) as model:
+        async with connected(mcp_env(hermes_home, model.base_url), elicitation_callback=allow) as client:
+            view = data(await client.call_tool("ask", {"prompt": "check the build every morning", "cwd": str(project)}))
+    assert view["status"] == "done", view
+    (question,) = asked
+    assert "check the build" in question and "read-only" in question
+    listed = _cli(hermes_home, "cron", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (job,) = json.loads(listed.stdout)
+    assert job["name"] == "build check" and job["prompt"] == "check the build" and job["project"] == str(project.resolve())
+    assert "Added job" in _tool_results(model.requests[1])[-1]
