@@ -49,6 +49,7 @@ __all__ = ["McpConnections", "McpPool", "McpServerSpec", "McpTool", "SessionMcp"
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 20.0  # seconds for one server to start and list its tools
+CONNECT_TIMEOUT = 60.0  # seconds one connect attempt may take (a first npx run downloads the server)
 CLOSE_TIMEOUT = 8.0  # the SDK's stdio shutdown alone may take ~6 s (stdin close, TERM, KILL)
 MAX_DESCRIPTION = 1000
 MAX_TOOLS_PER_SERVER = 200  # past this a server floods the prompt; the rest are dropped with a problem
@@ -235,8 +236,12 @@ class _Connection:
                 self._wake.clear()
                 try:
                     async with AsyncExitStack() as stack:
-                        client = await self._connect(stack)
-                        self.remote_tools = await self._list_tools(client)
+                        try:
+                            async with asyncio.timeout(CONNECT_TIMEOUT):
+                                client = await self._connect(stack)
+                                self.remote_tools = await self._list_tools(client)
+                        except TimeoutError:
+                            raise TimeoutError(f"no answer within {CONNECT_TIMEOUT:g} s") from None
                         self.tools_version += 1
                         self.client = client
                         self._went_up()
@@ -368,6 +373,8 @@ class _Connection:
     def status_line(self) -> str:
         """One line on the server's state, for a session that starts while it is not up."""
         name = self.spec.name
+        if self.state == "down" and not self.ever_up:
+            return f"MCP server '{name}' could not start: {self.reason}. Retrying in the background."
         if self.state == "down":
             return f"MCP server '{name}' is down: {self.reason}. Reconnecting in the background; its tools fail until it is back."
         if self.state == "failed":
@@ -473,8 +480,9 @@ class _Connection:
         if self.state == "down":
             wait = max(0.0, self.retry_at - self._loop.time())
             when = f"next attempt in {wait:.0f} s" if wait >= 1 else "reconnecting now"
+            what = "is down" if self.ever_up else "could not start"
             return (
-                f"MCP server '{name}' is down ({self.reason}) and reconnecting in the background ({when}); "
+                f"MCP server '{name}' {what} ({self.reason}) and is reconnecting in the background ({when}); "
                 f"{tool} cannot be called until it is back. Try again later, or go on without it."
             )
         if self.state == "starting":

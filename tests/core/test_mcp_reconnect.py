@@ -267,3 +267,24 @@ async def test_a_quiet_server_is_pinged_and_stays_up(tmp_path, monkeypatch):
         assert (await Session(tmp_path, connections.tools()).run("mcp__fake__echo", {"text": "x"})).result.content == "x"
     finally:
         await connections.aclose()
+
+
+async def test_a_config_server_that_never_answers_is_stopped_and_tried_again(tmp_path, monkeypatch):
+    import core.tools.mcp_client as client
+
+    monkeypatch.setattr(client, "CONNECT_TIMEOUT", 1.0)
+    pids = tmp_path / "pids"
+    script = "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(60)"
+    pool = McpPool({"silent": McpServerConfig(command=sys.executable, args=["-c", script, str(pids)])})
+    try:
+        session = SessionMcp(pool, tmp_path)
+        (notice,) = await session.open_turn({}, timeout=30)
+        assert notice.text == "MCP server 'silent' could not start: no answer within 1 s. Retrying in the background."
+        await _until(lambda: pids.exists() and len(pids.read_text().split()) >= 2, "a second attempt")
+        first = int(pids.read_text().split()[0])
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)  # each attempt's process is stopped before the next starts
+        tools = session.tools({})
+        assert tools == {}
+    finally:
+        await pool.aclose()
