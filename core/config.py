@@ -295,7 +295,7 @@ class McpServerConfig(_Strict):
     args: list[str] = Field(default_factory=list)
     env: dict[str, SecretStr] = Field(default_factory=dict, description="variables for a stdio server; values may use ${VAR}")
     cwd: str | None = Field(default=None, description="where a stdio server runs; the session's project directory when unset")
-    url: str | None = Field(default=None, description="http(s) URL of a streamable HTTP or SSE server")
+    url: str | None = Field(default=None, repr=False, description="http(s) URL of a streamable HTTP or SSE server (may hold a key)")
     headers: dict[str, SecretStr] = Field(default_factory=dict, description="sent with each HTTP request; values may use ${VAR}")
     enabled: bool = Field(default=True, description="false: configured but not connected")
 

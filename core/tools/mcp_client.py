@@ -30,7 +30,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import RootModel
 
@@ -111,6 +111,9 @@ class McpServerSpec:
         secrets = [env[k] for k in references if k in env]
         for value in headers.values():
             secrets += [value, *value.split()[1:]]
+        if config.url:  # some servers take their key in the query string or as user:password@
+            parts = urlsplit(config.url)
+            secrets += [value for _, value in parse_qsl(parts.query)] + [parts.password or ""]
         add_secrets(secrets)
         return cls(
             name,

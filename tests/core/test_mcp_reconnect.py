@@ -288,3 +288,22 @@ async def test_a_config_server_that_never_answers_is_stopped_and_tried_again(tmp
         assert tools == {}
     finally:
         await pool.aclose()
+
+
+def test_secrets_of_a_config_server_are_scrubbed_and_never_in_its_repr(monkeypatch):
+    monkeypatch.setenv("HERMES_TEST_HEADER_TOKEN", "header-token-from-env-0001")
+    config = McpServerConfig(
+        url="https://mcp.example.com/mcp?api_key=query-secret-0002&mode=x",
+        headers={"Authorization": "Bearer ${HERMES_TEST_HEADER_TOKEN}", "X-Literal": "literal-header-0003"},
+    )
+    spec = McpServerSpec.from_config("remote", config)
+    assert dict(spec.headers)["Authorization"] == "Bearer header-token-from-env-0001"
+    for secret in ("header-token-from-env-0001", "query-secret-0002", "literal-header-0003"):
+        assert secret not in repr(spec) and secret not in repr(config)
+        assert scrub(f"a log line with {secret} in it") == "a log line with [redacted] in it"
+    stdio = McpServerConfig(command="srv", env={"GITHUB_TOKEN": "literal-token-0004", "NODE_ENV": "production"})
+    McpServerSpec.from_config("local", stdio)
+    from core.config import Config
+
+    assert "literal-token-0004" in Config(mcp_servers={"local": stdio}).secrets
+    assert "production" not in Config(mcp_servers={"local": stdio}).secrets, "an ordinary value stays readable"
