@@ -321,13 +321,19 @@ class McpServerConfig(_Strict):
         return values
 
     def secret_values(self) -> list[str]:
-        """The values written in the file that are secrets: every header, and env values named like a key or token."""
+        """The values written in the file that are secrets: every header, env values named like a key or
+        token, and the URL's query values and password."""
         found: list[str] = []
         for value in self.headers.values():
             found.append(value.get_secret_value())
             found.extend(value.get_secret_value().split()[1:])  # "Bearer TOKEN": the token alone too
         found += [value.get_secret_value() for key, value in self.env.items() if _SECRET_ENV_NAME.search(key)]
-        return [v for v in found if "${" not in v]
+        if self.url:  # some servers take their key in the query string, or as user:password@
+            from urllib.parse import parse_qsl, urlsplit
+
+            parts = urlsplit(self.url)
+            found += [value for _, value in parse_qsl(parts.query)] + [parts.password or ""]
+        return [v for v in found if v and "${" not in v]
 
 
 class Config(_Strict):

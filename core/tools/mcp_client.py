@@ -30,7 +30,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import RootModel
 
@@ -111,10 +111,7 @@ class McpServerSpec:
         secrets = [env[k] for k in references if k in env]
         for value in headers.values():
             secrets += [value, *value.split()[1:]]
-        if config.url:  # some servers take their key in the query string or as user:password@
-            parts = urlsplit(config.url)
-            secrets += [value for _, value in parse_qsl(parts.query)] + [parts.password or ""]
-        add_secrets(secrets)
+        add_secrets(secrets + config.secret_values())
         return cls(
             name,
             config.kind,

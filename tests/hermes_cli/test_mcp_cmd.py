@@ -51,6 +51,9 @@ def test_list_shows_transport_and_enabled_never_secrets(hermes_home):
     assert "env: API_TOKEN, PYTHONPATH" in lines[1]
     assert lines[2].split()[:4] == ["remote", "http", "no", "http://127.0.0.1:9/mcp"] and "headers: Authorization" in lines[2]
     assert "sk-" not in done.stdout, "neither the header nor the URL's query string"
+    for shown in (hermes_editor("config", "show"), hermes_editor("config", "show", "--json")):
+        assert shown.returncode == 0 and "127.0.0.1:9/mcp" in shown.stdout, shown.stdout + shown.stderr
+        assert "sk-header-secret" not in shown.stdout and "sk-query-secret" not in shown.stdout
     (fake, remote) = json.loads(hermes_editor("mcp", "--json").stdout)
     assert fake["name"] == "fake" and fake["transport"] == "stdio" and fake["enabled"] is True
     assert fake["args"] == ["-m", "tests.fakes.mcp_server"] and fake["env"] == ["API_TOKEN", "PYTHONPATH"]
