@@ -307,3 +307,42 @@ def test_secrets_of_a_config_server_are_scrubbed_and_never_in_its_repr(monkeypat
 
     assert "literal-token-0004" in Config(mcp_servers={"local": stdio}).secrets
     assert "production" not in Config(mcp_servers={"local": stdio}).secrets, "an ordinary value stays readable"
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "says"),
+    [
+        ('[mcp_servers.x]\ncomand = "npx"', "mcp_servers.x.comand", "did you mean `command`?"),
+        ("[mcp_servers.x]\nenabled = false", "mcp_servers.x", "needs command (a stdio server"),
+        ('[mcp_servers.x]\ncommand = "npx"\nurl = "http://h/mcp"', "mcp_servers.x", "has both command and url"),
+        ('[mcp_servers.x]\ntransport = "sse"\ncommand = "npx"', "mcp_servers.x", "an SSE server needs url"),
+        ('[mcp_servers.x]\nurl = "ftp://h/mcp"', "mcp_servers.x.url", "must start with http:// or https://"),
+        ('[mcp_servers.x]\nurl = "http://h/mcp"\nenv = { A = "b" }', "mcp_servers.x.env", "HTTP or SSE server takes headers"),
+        ('[mcp_servers.x]\ncommand = "npx"\nheaders = { A = "b" }', "mcp_servers.x.headers", "a stdio server takes env"),
+        ('[mcp_servers.x]\ncommand = "npx"\ncwd = "relative/dir"', "mcp_servers.x.cwd", "is not an absolute path"),
+        ('[mcp_servers."two words"]\ncommand = "npx"', "mcp_servers.two words", "cannot name an MCP server"),
+        ('[mcp_servers.a__b]\ncommand = "npx"', "mcp_servers.a__b", "single '-' or '_'"),
+        ('[mcp_servers.x]\ncommand = "npx"\nenv = { T = "${1BAD}" }', "mcp_servers.x.env.T", "write ${VARIABLE}"),
+        ('[mcp_servers.x]\ncommand = "npx"\nenv = { T = 12345678 }', "mcp_servers.x.env.T", "valid string"),
+    ],
+)
+def test_config_errors_name_the_key_and_never_the_value(tmp_path, toml, key, says):
+    from core.config import ConfigError, load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(toml + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={})
+    assert caught.value.key == key and says in str(caught.value), str(caught.value)
+    assert "12345678" not in str(caught.value) and "1BAD" not in str(caught.value)
+
+
+def test_dollar_references_and_escapes():
+    from core.config import expand_env_references
+
+    env = {"TOKEN": "t0k", "EMPTY": ""}
+    assert expand_env_references("Bearer ${TOKEN}", env) == "Bearer t0k"
+    assert expand_env_references("$${TOKEN} costs $5 and $$", env) == "${TOKEN} costs $5 and $"
+    assert expand_env_references("${EMPTY}x", env) == "x"
+    with pytest.raises(KeyError, match="MISSING"):
+        expand_env_references("${MISSING}", env)
