@@ -366,6 +366,8 @@ class _Connection:
             if self.keep_trying:
                 self.state = "down"
                 self._notice(f"MCP server '{self.spec.name}' could not start: {reason}. Retrying in the background.")
+        elif self._drop_reason:  # the connection this attempt made was lost; this is its teardown
+            log.debug("MCP server %r: closing the lost connection: %s", self.spec.name, reason)
         else:
             self.reason = reason
             log.info("MCP server %r: reconnect attempt %d failed: %s", self.spec.name, self._attempt, reason)
