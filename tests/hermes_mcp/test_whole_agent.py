@@ -228,3 +228,26 @@ async def test_a_task_schedules_a_job_the_user_approves(hermes_home, project):
     (job,) = json.loads(listed.stdout)
     assert job["name"] == "build check" and job["prompt"] == "check the build" and job["project"] == str(project.resolve())
     assert "Added job" in _tool_results(model.requests[1])[-1]
+
+
+async def test_a_session_continued_in_another_folder_stops_the_background_commands_it_left(hermes_home, project):
+    """The session reopened below its project gets a fresh host; the old one's commands end, not leak."""
+    marker = f"bg-{uuid.uuid4().hex[:12]}"
+    sub = project / "sub"
+    sub.mkdir()
+
+    async def allow(context, params):
+        return ElicitResult(action="accept", content={"decision": "allow"})
+
+    script = [
+        call("run_command", {"command": f"sleep 300 # {marker}", "background": True}, "c1"),
+        {"text": "Started."},
+        {"text": "Here now."},
+    ]
+    with ScriptedOpenAIServer(script) as model:
+        async with connected(mcp_env(hermes_home, model.base_url), elicitation_callback=allow) as client:
+            first = data(await client.call_tool("ask", {"prompt": "start it", "cwd": str(project)}))
+            assert first["status"] == "done" and _processes_with(marker), first
+            moved = data(await client.call_tool("ask", {"prompt": "go on", "session_id": first["session_id"], "cwd": str(sub)}))
+            assert moved["status"] == "done" and moved["cwd"] == str(sub.resolve()), moved
+            _until(lambda: not _processes_with(marker), "the left-behind background command to end")
