@@ -366,9 +366,14 @@ def _private_odb() -> Any:
 
 
 def _set_ref(repo: Any, ref: str, commit: Any) -> None:
-    """Point ``ref`` at ``commit``, readable by the owner only (GitPython makes ref files 0644)."""
+    """Point ``ref`` at ``commit``, readable by the owner only (GitPython makes ref files 0644).
+
+    Every writer holds the repository's lock (``Checkpoints._locked``), so a ``.lock`` file
+    beside the ref is stale, left by a process killed while writing it: it would block this
+    session's checkpoints and undo for good, and is removed."""
     import git
 
+    (Path(repo.git_dir) / f"{ref}.lock").unlink(missing_ok=True)
     git.Reference.create(repo, ref, commit, force=True)
     os.chmod(Path(repo.git_dir) / ref, 0o600)
 

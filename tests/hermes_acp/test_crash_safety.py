@@ -198,3 +198,30 @@ def test_what_was_asked_before_stdin_closes_is_still_done(hermes_home, tmp_path)
         proc.stdin.close()
         proc.wait(timeout=30)
     assert resumed["result"]["modes"]["currentModeId"] == "auto", "the mode chosen before stdin closed was saved"
+
+
+async def test_a_ref_lock_left_by_a_kill_blocks_neither_checkpoints_nor_undo(hermes_home, tmp_path):
+    """A process killed while it moved a session's checkpoint ref leaves ``<ref>.lock`` behind;
+    the next process still checkpoints that session's writes and undoes them."""
+    project = tmp_path / "p"
+    project.mkdir()
+    target = project / "f.txt"
+
+    def write(text: str, call_id: str) -> dict:
+        return {"tool_calls": [{"id": call_id, "name": "write_file", "arguments": {"path": "f.txt", "content": text}}]}
+
+    script = [write("one\n", "c1"), {"text": "wrote one"}, write("two\n", "c2"), {"text": "wrote two"}]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("write one")])
+            ref = hermes_home / "checkpoints" / "shadow.git" / "refs" / "heads" / "sessions" / sid
+            assert ref.is_file() and target.read_text() == "one\n"
+            ref.with_name(f"{sid}.lock").touch()  # what a kill in the middle of moving the ref leaves
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("write two")])
+            assert target.read_text() == "two\n", client.tool_updates("c2")[-1]
+            before_undo = len(client.updates)
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])
+    undo_text = "".join(u.content.text for u in client.updates[before_undo:] if u.session_update == "agent_message_chunk")
+    assert "Undid" in undo_text and target.read_text() == "one\n", undo_text
