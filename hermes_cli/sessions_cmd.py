@@ -169,6 +169,10 @@ def _stats_json(found: Any, path: Path) -> int:
         "path": str(path),
         "oldest": iso(found.oldest) if found else None,
         "newest": iso(found.newest) if found else None,
+        "input_tokens": found.input_tokens if found else 0,
+        "output_tokens": found.output_tokens if found else 0,
+        "cost_usd": found.cost_usd if found else None,
+        "priced_sessions": found.priced_sessions if found else 0,
     }
     sys.stdout.write(json.dumps(row, indent=2) + "\n")
     return 0
@@ -189,6 +193,12 @@ async def _stats(store) -> int:
     print(f"store:     {found.size_bytes / 1_000_000:.1f} MB  {store.path}")
     print(f"oldest:    {day(found.oldest)}")
     print(f"newest:    {day(found.newest)}")
+    print(f"tokens:    {found.input_tokens:,} in, {found.output_tokens:,} out")
+    if found.cost_usd is None:
+        print("cost:      unknown (no session has a priced model; see [pricing] in the README)")
+    else:
+        unpriced = found.sessions - found.priced_sessions
+        print(f"cost:      ${found.cost_usd:.4f}" + (f" ({unpriced} sessions without a known price not counted)" if unpriced else ""))
     return 0
 
 

@@ -33,6 +33,11 @@ class StoreStats:
     size_bytes: int
     oldest: float | None
     newest: float | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    # US dollars over the sessions with a known cost; None when none has one.
+    cost_usd: float | None = None
+    priced_sessions: int = 0
 
 
 async def find_session(store: SessionStore, prefix: str) -> SessionRecord | None:
@@ -95,9 +100,12 @@ async def delete_sessions(store: SessionStore, session_ids: list[str]) -> int:
 
 
 async def stats(store: SessionStore) -> StoreStats:
-    """Counts of sessions and messages, sessions per surface, the store's size on disk, and the
-    oldest and newest session's start."""
-    (row,) = await store.select("SELECT COUNT(*), MIN(created_at), MAX(created_at) FROM sessions")
+    """Counts of sessions and messages, sessions per surface, the store's size on disk, the
+    oldest and newest session's start, and the tokens and known cost of every session."""
+    (row,) = await store.select(
+        "SELECT COUNT(*), MIN(created_at), MAX(created_at), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+        " SUM(cost_usd), COUNT(cost_usd) FROM sessions"
+    )
     (messages,) = await store.select("SELECT COUNT(*) FROM messages")
     surfaces = await store.select("SELECT surface, COUNT(*) FROM sessions GROUP BY surface ORDER BY surface")
     size = 0
@@ -113,4 +121,8 @@ async def stats(store: SessionStore) -> StoreStats:
         size_bytes=size,
         oldest=row[1],
         newest=row[2],
+        input_tokens=int(row[3]),
+        output_tokens=int(row[4]),
+        cost_usd=float(row[5]) if row[5] is not None else None,
+        priced_sessions=int(row[6]),
     )

@@ -42,6 +42,8 @@ def seed(home: Path, project: Path) -> None:
             ):
                 await store.create_session(cwd=project, surface=surface, session_id=sid, title=f"about {text}")
                 await store.append_message(sid, UserMessage.of(text))
+            await store.add_usage("abc123", 1200, 300, cost_usd=0.25)
+            await store.add_usage("abd456", 800, 100)
         target = project / "f.txt"
         target.write_text("one")
         await Checkpoints(home / "checkpoints").snapshot("abc123", "turn1", [target])
@@ -136,6 +138,8 @@ def test_stats_counts_sessions_messages_and_surfaces(tmp_path):
     assert any(line.split() == ["acp:", "1"] for line in lines)
     assert any(line.split() == ["gateway:", "1"] for line in lines)
     assert any(line.startswith("store:") and "MB" in line for line in lines)
+    assert "tokens:    2,000 in, 400 out" in lines
+    assert any(line.startswith("cost:      $0.2500") and "2 sessions without a known price" in line for line in lines)
     assert any(
         line.startswith("oldest:") and time.strftime("%Y-%m-%d", time.localtime(time.time() - 40 * 86_400)) in line for line in lines
     )
@@ -146,7 +150,7 @@ def test_stats_as_json(tmp_path):
 
     home = tmp_path / "home"
     empty = json.loads(cli(home, "stats", "--json").stdout)
-    assert empty["sessions"] == 0 and empty["by_surface"] == {} and empty["oldest"] is None
+    assert empty["sessions"] == 0 and empty["by_surface"] == {} and empty["oldest"] is None and empty["cost_usd"] is None
     seed(home, tmp_path)
     done = cli(home, "stats", "--json")
     assert done.returncode == 0, done.stderr
@@ -155,6 +159,7 @@ def test_stats_as_json(tmp_path):
     assert found["by_surface"] == {"acp": 1, "mcp": 1, "gateway": 1}
     assert found["size_bytes"] > 0 and found["path"] == str(home / "state.db")
     assert found["oldest"] < found["newest"] and found["newest"].endswith("+00:00")
+    assert (found["input_tokens"], found["output_tokens"], found["cost_usd"], found["priced_sessions"]) == (2000, 400, 0.25, 1)
 
 
 def test_top_level_search_takes_the_filters_and_json_of_sessions_search(tmp_path):
