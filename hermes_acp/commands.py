@@ -1,13 +1,38 @@
-"""Slash commands offered to the editor (``available_commands_update``) and their texts."""
+"""Slash commands offered to the editor (``available_commands_update``) and their texts.
+
+Besides the built-in commands, every skill is ``/skill-name`` (the turn runs with the skill's body,
+as ``skill_view`` returns it) and every ``.agents/commands/NAME.md`` in the session's folder is
+``/NAME`` (its body, screened like other project text, with ``$ARGUMENTS`` replaced by what
+follows the command). A built-in name wins over a skill, a project command over a skill.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import home
 
-__all__ = ["COMMANDS", "INIT_PROMPT", "available_commands", "parse_command", "list_skills", "read_memory"]
+__all__ = [
+    "COMMANDS",
+    "INIT_PROMPT",
+    "ExtraCommand",
+    "available_commands",
+    "command_prompt",
+    "commands_stamp",
+    "extra_commands",
+    "list_skills",
+    "parse_command",
+    "read_memory",
+]
+
+log = logging.getLogger(__name__)
+
+PROJECT_COMMANDS = Path(".agents") / "commands"
+MAX_COMMAND_CHARS = 50_000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 # name -> (description, input hint or None)
 COMMANDS: dict[str, tuple[str, str | None]] = {
@@ -32,10 +57,75 @@ INIT_PROMPT = (
 )
 
 
-def available_commands():
+@dataclass(frozen=True, slots=True)
+class ExtraCommand:
+    """A skill or project command offered as a slash command."""
+
+    name: str
+    description: str
+    kind: str  # "skill" or "project"
+    path: Path
+
+
+def _project_commands(cwd: Path) -> list[ExtraCommand]:
+    from core.learning.skills import parse_front_matter
+
+    folder = cwd / PROJECT_COMMANDS
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.md")):
+        if not _NAME.match(path.stem) or not path.is_file():
+            continue
+        try:
+            meta, _ = parse_front_matter(path.read_text(encoding="utf-8", errors="replace")[:MAX_COMMAND_CHARS])
+        except OSError:
+            continue
+        description = meta.get("description")
+        text = description if isinstance(description, str) and description else f"Project command from {path.name}"
+        found.append(ExtraCommand(path.stem, text, "project", path))
+    return found
+
+
+def extra_commands(cwd: Path) -> list[ExtraCommand]:
+    """Project commands, then skills, without names a built-in (or an earlier entry) already has."""
+    from core.learning.skills import discover
+
+    skills = [ExtraCommand(s.name, s.description or f"Use the {s.name} skill", "skill", s.path) for s in discover([cwd])]
+    taken = set(COMMANDS)
+    out = []
+    for command in [*_project_commands(cwd), *skills]:
+        if command.name in taken:
+            log.info("slash command /%s from %s skipped: the name is taken", command.name, command.path)
+            continue
+        if not _NAME.match(command.name):
+            continue
+        taken.add(command.name)
+        out.append(command)
+    return out
+
+
+def commands_stamp(cwd: Path) -> tuple[tuple[str, int, int], ...]:
+    """A cheap value that changes when a skill or project command is added, removed or edited."""
+    from core.learning.skills import fingerprint
+
+    entries = list(fingerprint([cwd]))
+    folder = cwd / PROJECT_COMMANDS
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.md")):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(entries)
+
+
+def available_commands(cwd: Path | None = None):
+    """The built-in commands, then (for a session folder) its project commands and skills."""
     from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
-    return [
+    builtin = [
         AvailableCommand(
             name=name,
             description=description,
@@ -43,14 +133,64 @@ def available_commands():
         )
         for name, (description, hint) in COMMANDS.items()
     ]
+    extras = [
+        AvailableCommand(
+            name=command.name,
+            description=command.description,
+            input=AvailableCommandInput(
+                root=UnstructuredCommandInput(hint="what to apply the skill to" if command.kind == "skill" else "arguments")
+            ),
+        )
+        for command in (extra_commands(cwd) if cwd is not None else [])
+    ]
+    return builtin + extras
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """``/name args`` for a known command; None for anything else (it goes to the model)."""
-    match = re.match(r"^\s*/([a-z_-]+)(?:\s+(.*))?$", text, re.DOTALL)
-    if not match or match.group(1) not in COMMANDS:
+def parse_command(text: str, cwd: Path | None = None) -> tuple[str, str] | None:
+    """``/name args`` for a known command (built-in, or a skill or project command of ``cwd``);
+    None for anything else (it goes to the model)."""
+    match = re.match(r"^\s*/([A-Za-z0-9_-]+)(?:\s+(.*))?$", text, re.DOTALL)
+    if not match:
         return None
-    return match.group(1), (match.group(2) or "").strip()
+    name = match.group(1)
+    if name not in COMMANDS and (cwd is None or not any(c.name == name for c in extra_commands(cwd))):
+        return None
+    return name, (match.group(2) or "").strip()
+
+
+def command_prompt(name: str, args: str, cwd: Path) -> str | None:
+    """The user message a skill or project command stands for; None for a built-in or unknown name."""
+    if name in COMMANDS:
+        return None
+    command = next((c for c in extra_commands(cwd) if c.name == name), None)
+    if command is None:
+        return None
+    if command.kind == "project":
+        from core.learning.screening import screen
+        from core.learning.skills import parse_front_matter
+
+        try:
+            raw = command.path.read_text(encoding="utf-8", errors="replace")[:MAX_COMMAND_CHARS]
+        except OSError:
+            return None
+        _, body = parse_front_matter(raw)
+        checked = screen(body, str(command.path))
+        for finding in checked.findings:
+            log.warning("project command screened: %s", finding.describe())
+        text = checked.text.strip()
+        return text.replace("$ARGUMENTS", args) if "$ARGUMENTS" in text else text + (f"\n\n{args}" if args else "")
+    from core.learning.skills import find, record_use, view
+
+    skill = find(name, [cwd])
+    if skill is None:
+        return None
+    try:
+        body = view(skill)
+    except OSError:
+        return None
+    record_use(name)
+    intro = f"Use the skill '{skill.name}' below" + (f" for this: {args}" if args else "") + "."
+    return f'{intro}\n\n<skill name="{skill.name}" path="{skill.path}">\n{body}\n</skill>'
 
 
 def help_text() -> str:

@@ -22,6 +22,8 @@ class LiveSession:
     mcp_ready: asyncio.Task | None = None
     # Set once the client knows the session id (after the session/new answer is on the wire).
     answered: asyncio.Event = field(default_factory=asyncio.Event)
+    # What the offered skills and project commands were read from (re-announced when it changes).
+    commands_stamp: tuple[tuple[str, int, int], ...] = ()
 
 
 def mcp_spec(server):

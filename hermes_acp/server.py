@@ -260,10 +260,11 @@ class HermesAgent:
         if live.mcp_ready is not None and not live.mcp_ready.done():
             await asyncio.wait([live.mcp_ready])
         first = next((b.text for b in prompt if getattr(b, "type", None) == "text"), "")
-        command = parse_command(first) if first.lstrip().startswith("/") else None
+        command = parse_command(first, live.session.cwd) if first.lstrip().startswith("/") else None
         if command is not None:
             reply = await self._turns.command(live, *command)
             if reply is None:
+                await self._ops.refresh_commands(live)
                 return PromptResponse(stop_reason="end_turn")
             message = UserMessage.of(reply)
         else:
@@ -287,6 +288,7 @@ class HermesAgent:
             for task in asks:
                 task.cancel()
         await self._ops.show_ended(live)  # background commands that ended after the turn's last request
+        await self._ops.refresh_commands(live)
         return PromptResponse(stop_reason=stop)
 
     async def cancel(self, session_id: str, **_: Any) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError
 from core.events import TitleChanged, UsageUpdated
-from hermes_acp.commands import available_commands
+from hermes_acp.commands import available_commands, commands_stamp
 from hermes_acp.host import AcpHost
 from hermes_acp.live import LiveSession, iso, mcp_spec
 from hermes_acp.options import DEFAULT_THOUGHT, MODES, SessionChoices, config_options, model_choices, thought_levels
@@ -170,14 +170,22 @@ class SessionOps:
             live.answered.set()
 
     async def announce(self, live: LiveSession) -> None:
-        """Tell the editor which commands this session offers."""
+        """Tell the editor which commands this session offers (built-ins, skills, project commands)."""
         from acp.schema import AvailableCommandsUpdate
 
-        update = AvailableCommandsUpdate(session_update="available_commands_update", available_commands=available_commands())
+        cwd = live.session.cwd
+        # Skills and project commands are files: read off the event loop.
+        live.commands_stamp, offered = await asyncio.to_thread(lambda: (commands_stamp(cwd), available_commands(cwd)))
+        update = AvailableCommandsUpdate(session_update="available_commands_update", available_commands=offered)
         try:
             await send_update(self._backend.conn, live.session.id, update)
         except Exception:
             log.debug("could not send available commands", exc_info=True)
+
+    async def refresh_commands(self, live: LiveSession) -> None:
+        """After a turn, as the session's context files are checked: re-offer changed skills and project commands."""
+        if live.commands_stamp and await asyncio.to_thread(commands_stamp, live.session.cwd) != live.commands_stamp:
+            await self.announce(live)
 
     async def show_ended(self, live: LiveSession) -> None:
         """Tell the user of background commands that ended unread, when no turn runs (a running

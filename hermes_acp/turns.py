@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from core.events import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
-from hermes_acp.commands import INIT_PROMPT, help_text, list_skills, read_memory
+from hermes_acp.commands import INIT_PROMPT, command_prompt, help_text, list_skills, read_memory
 from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text
 from hermes_acp.options import MODES, model_choices
@@ -49,6 +49,9 @@ class Turns:
         import acp
 
         session = live.session
+        extra = command_prompt(name, args, session.cwd)
+        if extra is not None:
+            return extra
         if name == "init":
             return INIT_PROMPT
         if name == "help":
