@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.config import Config, ConfigError
+from core.config import Config
 
 __all__ = [
     "MODES",
@@ -13,7 +13,6 @@ __all__ = [
     "config_options_json",
     "mode_state",
     "mode_state_json",
-    "model_choices",
 ]
 
 MODES: dict[str, tuple[str, str]] = {
@@ -34,23 +33,6 @@ class SessionChoices:
     thought_level: str = DEFAULT_THOUGHT
 
 
-def model_choices(config: Config) -> list[str]:
-    """Models for the picker: the configured one, fallbacks, and each provider's ``models`` list."""
-    labels: list[str] = []
-    for spec in [config.model, *config.fallback_models]:
-        if not spec:
-            continue
-        try:
-            ref = config.model_ref(spec)
-        except ConfigError:
-            continue
-        if ref is not None:
-            labels.append(ref.label)
-    for name, provider in config.providers.items():
-        labels.extend(f"{name}:{model}" for model in provider.models)
-    return list(dict.fromkeys(labels))
-
-
 def thought_levels(config: Config, model: str) -> tuple[str, ...]:
     profile = config.profile(model)
     return profile.reasoning_levels if profile else ()
@@ -58,7 +40,7 @@ def thought_levels(config: Config, model: str) -> tuple[str, ...]:
 
 def config_options_json(config: Config, choices: SessionChoices) -> list[dict]:
     """The session's config options as they go on the wire (camelCase, no nulls)."""
-    models = model_choices(config)
+    models = config.model_choices()
     if choices.model not in models:
         models.insert(0, choices.model)
 

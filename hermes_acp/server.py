@@ -271,6 +271,7 @@ class HermesAgent:
             message = await self._turns.user_message(prompt, live)
         asks: set[asyncio.Task] = set()
         stop: StopReason = "end_turn"
+        error: str | None = None
         try:
             async for event in agent.run_turn(live.session, message):
                 if isinstance(event, PermissionNeeded):
@@ -279,7 +280,7 @@ class HermesAgent:
                     task.add_done_callback(asks.discard)
                     continue
                 if isinstance(event, TurnEnded):
-                    stop = event.stop_reason
+                    stop, error = event.stop_reason, event.error
                     continue
                 update = self._ops.update_for(event)
                 if update is not None:
@@ -288,8 +289,11 @@ class HermesAgent:
             for task in asks:
                 task.cancel()
         await self._ops.show_ended(live)  # background commands that ended after the turn's last request
+        await self._ops.show_mcp(live)  # MCP servers that went down or came back during the turn's last step
         await self._ops.refresh_commands(live)
-        return PromptResponse(stop_reason=stop)
+        # ACP has no stop reason for a failed turn: the error is told in the thread, and here for
+        # clients that act on it (hermes-editor chat's exit status).
+        return PromptResponse(stop_reason=stop, field_meta={"hermes": {"error": error}})
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         live = self._ops.sessions.get(session_id)

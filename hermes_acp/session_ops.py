@@ -13,7 +13,7 @@ from core.events import TitleChanged, UsageUpdated
 from hermes_acp.commands import available_commands, commands_stamp
 from hermes_acp.host import AcpHost
 from hermes_acp.live import LiveSession, iso, mcp_spec
-from hermes_acp.options import DEFAULT_THOUGHT, MODES, SessionChoices, config_options, model_choices, thought_levels
+from hermes_acp.options import DEFAULT_THOUGHT, MODES, SessionChoices, config_options, thought_levels
 from hermes_acp.render import update_for
 from hermes_acp.wire import send_update
 
@@ -109,7 +109,7 @@ class SessionOps:
         meta = (record.meta if record else None) or {}
         default = self.agent.model.name
         model = meta.get("model") or default
-        if model not in model_choices(self.config) and model != default:
+        if model not in self.config.model_choices() and model != default:
             model = default  # the stored model is no longer configured
         mode = meta.get("mode")
         return SessionChoices(

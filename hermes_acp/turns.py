@@ -13,7 +13,7 @@ from core.models.base import ModelError
 from hermes_acp.commands import INIT_PROMPT, command_prompt, help_text, list_skills, read_memory
 from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text
-from hermes_acp.options import MODES, model_choices
+from hermes_acp.options import MODES
 from hermes_acp.render import acp_content
 from hermes_acp.wire import request_permission, send_update
 
@@ -63,7 +63,7 @@ class Turns:
         elif name == "model":
             if not args:
                 text = (
-                    "Models: " + ", ".join(f"`{m}`" for m in model_choices(self._sessions.config)) + f". Current: `{live.choices.model}`."
+                    "Models: " + ", ".join(f"`{m}`" for m in self._sessions.config.model_choices()) + f". Current: `{live.choices.model}`."
                 )
             else:
                 await self._sessions.set_model(live, args)

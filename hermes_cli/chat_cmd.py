@@ -544,6 +544,9 @@ async def _turn(conn: Any, client: ChatClient, sid: str, text: str) -> tuple[str
         client.errors.append(request_error_text(exc))
         client.notice_error(f"hermes-acp refused: {client.errors[-1]}")
         return "end_turn", True
+    told = (response.field_meta or {}).get("hermes")
+    if isinstance(told, dict) and "error" in told:  # hermes-acp says whether the turn failed
+        return response.stop_reason, told["error"] is not None
     return response.stop_reason, bool(client.errors)
 
 

@@ -40,6 +40,7 @@ async def test_reply_streams_as_message_chunks(hermes_home, project):
             sid = await _session(conn, project)
             response = await conn.prompt(session_id=sid, prompt=[acp.text_block("say hello")])
     assert response.stop_reason == "end_turn"
+    assert response.field_meta == {"hermes": {"error": None}}
     chunks = client.of_kind("agent_message_chunk")
     assert len(chunks) > 3, "the reply should arrive in several chunks"
     assert client.text() == "Hello from the scripted model, streamed in pieces."
@@ -47,6 +48,19 @@ async def test_reply_streams_as_message_chunks(hermes_home, project):
     assert thoughts == "Consider the greeting."
     body = server.requests[0]["body"] if isinstance(server.requests[0], dict) and "body" in server.requests[0] else server.requests[0]
     assert body["messages"][-1]["content"] in ("say hello", [{"type": "text", "text": "say hello"}])
+
+
+async def test_a_failed_turn_says_so_in_the_thread_and_in_the_answers_meta(hermes_home, project):
+    script = [{"error": 400, "message": "this model does not exist"}]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = await _session(conn, project)
+            response = await conn.prompt(session_id=sid, prompt=[acp.text_block("hello")])
+    assert response.stop_reason == "end_turn"
+    error = response.field_meta["hermes"]["error"]
+    assert error and "this model does not exist" in error
+    assert "**Error:**" in client.text() and "this model does not exist" in client.text()
 
 
 async def test_write_with_approval_shows_diff_then_writes(hermes_home, project):
