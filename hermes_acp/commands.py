@@ -107,18 +107,9 @@ def extra_commands(cwd: Path) -> list[ExtraCommand]:
 
 def commands_stamp(cwd: Path) -> tuple[tuple[str, int, int], ...]:
     """A cheap value that changes when a skill or project command is added, removed or edited."""
-    from core.learning.skills import fingerprint
+    from core.learning.skills import file_stamps, fingerprint
 
-    entries = list(fingerprint([cwd]))
-    folder = cwd / PROJECT_COMMANDS
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.md")):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            entries.append((str(path), stat.st_mtime_ns, stat.st_size))
-    return tuple(entries)
+    return (*fingerprint([cwd]), *file_stamps(cwd / PROJECT_COMMANDS, "*.md"))
 
 
 def available_commands(cwd: Path | None = None):

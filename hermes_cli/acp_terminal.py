@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         WriteTextFileResponse,
     )
 
-__all__ = ["ERROR_MARK", "Console", "TerminalClient", "find_hermes_acp", "request_error_text", "show_log"]
+__all__ = ["ERROR_MARK", "STDIN_LINES", "Console", "StdinLines", "TerminalClient", "find_hermes_acp", "request_error_text", "show_log"]
 
 MAX_OUTPUT_LINES = 30
 # hermes-acp sends a turn's error (the model failed, an internal error) as one message chunk with this start.
@@ -75,6 +75,31 @@ def show_log(console: Console, path: Path, lines: int = 15) -> None:
             console.line(f"  {line}")
 
 
+class StdinLines:
+    """Lines of standard input read unbuffered, one buffer for the whole process (every reader of
+    fd 0 shares it, so a line read ahead by one is not lost to another)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def read(self) -> str | None:
+        """The next line without its newline; the rest at end of input; None when nothing is left."""
+        while b"\n" not in self._pending:
+            try:
+                chunk = os.read(0, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                text, self._pending = self._pending, b""
+                return text.decode("utf-8", "replace") if text else None
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+
+STDIN_LINES = StdinLines()
+
+
 class Console:
     """Line-oriented output that streamed text can interleave with, colored on a terminal."""
 
@@ -85,7 +110,6 @@ class Console:
         isatty = getattr(stream, "isatty", lambda: False)
         self.color = bool(isatty()) and "NO_COLOR" not in os.environ
         self._mid_line = False
-        self._pending = b""  # read from stdin beyond the last answer
         self._asking = asyncio.Lock()
 
     def style(self, text: str, *styles: str) -> str:
@@ -141,17 +165,8 @@ class Console:
         return text
 
     def _read_line(self) -> str:
-        while b"\n" not in self._pending:
-            try:
-                chunk = os.read(0, 4096)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                text, self._pending = self._pending, b""
-                return text.decode("utf-8", "replace")
-            self._pending += chunk
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line.decode("utf-8", "replace")
+        text = STDIN_LINES.read()
+        return text if text is not None else ""
 
     def line(self, text: str = "") -> None:
         """A whole line, starting on a fresh one."""

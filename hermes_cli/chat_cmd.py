@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_cli.acp_terminal import Console, TerminalClient, find_hermes_acp, request_error_text, show_log
+from hermes_cli.acp_terminal import STDIN_LINES, Console, TerminalClient, find_hermes_acp, request_error_text, show_log
 
 if TYPE_CHECKING:
     from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
@@ -236,7 +236,6 @@ class _LineReader:
         self.console = console
         self.tty = os.isatty(0)
         self._inflight: asyncio.Future[str | None] | None = None
-        self._pending = b""
         if self.tty:
             with contextlib.suppress(ImportError):
                 import readline  # noqa: F401  (input() gains line editing and history)
@@ -278,17 +277,7 @@ class _LineReader:
                 return input(prompt)
             except (EOFError, OSError):
                 return None
-        while b"\n" not in self._pending:
-            try:
-                chunk = os.read(0, 4096)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                text, self._pending = self._pending, b""
-                return text.decode("utf-8", "replace") if text else None
-            self._pending += chunk
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line.decode("utf-8", "replace")
+        return STDIN_LINES.read()
 
 
 @dataclass(slots=True)

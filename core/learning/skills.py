@@ -34,6 +34,7 @@ __all__ = [
     "archive_skill",
     "bundled_skills_dir",
     "create_skill",
+    "file_stamps",
     "discover",
     "find",
     "fingerprint",
@@ -189,17 +190,21 @@ def find(name: str, projects: Iterable[Path] = ()) -> Skill | None:
 
 def fingerprint(projects: Iterable[Path] = ()) -> tuple[tuple[str, int, int], ...]:
     """A cheap value that changes when a skill is added, removed or edited (for change notices)."""
+    return tuple(entry for root, _ in _sources(projects) for entry in file_stamps(root, "*/SKILL.md"))
+
+
+def file_stamps(folder: Path, pattern: str) -> list[tuple[str, int, int]]:
+    """(path, mtime in ns, size) of each file in ``folder`` matching ``pattern``, sorted; none when it is no folder."""
+    if not folder.is_dir():
+        return []
     entries = []
-    for root, _ in _sources(projects):
-        if not root.is_dir():
+    for path in sorted(folder.glob(pattern)):
+        try:
+            stat = path.stat()
+        except OSError:
             continue
-        for path in sorted(root.glob("*/SKILL.md")):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            entries.append((str(path), stat.st_mtime_ns, stat.st_size))
-    return tuple(entries)
+        entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return entries
 
 
 def read_text(skill: Skill) -> str:
