@@ -203,6 +203,9 @@ class Conversations:
         self._by_key: dict[str, Conversation] = {}
         self._models: dict[str, Model] = {}
         self.approvals = ApprovalButtons(bot, agent.broker)
+        # Waiting for background commands to end, to tell the chat while no turn runs.
+        self._watchers: set[asyncio.Task[None]] = set()
+        self._watched: set[int] = set()
 
     def running(self) -> list[Conversation]:
         return [c for c in self._by_key.values() if c.turn is not None and not c.turn.done()]
@@ -356,6 +359,45 @@ class Conversations:
             await stream.finish(footer)
         except Exception:
             log.exception("could not deliver the reply in chat %s", conversation.target.key)
+        self._watch_idle(conversation, session)
+        await self._tell_idle(conversation, session)  # what ended during the turn's last step
+
+    # -- between turns ------------------------------------------------------------------------
+
+    def _watch_idle(self, conversation: Conversation, session: Session) -> None:
+        """Between turns, tell the chat when a background command ends or an MCP server goes down
+        or comes back (a running turn tells it itself)."""
+        if session.mcp is not None:
+            session.mcp.on_change = lambda: self._tell_idle(conversation, session)
+        for job in list(getattr(session.host, "jobs", {}).values()):
+            if id(job) in self._watched or getattr(job, "ended", True) is not None:
+                continue
+            self._watched.add(id(job))
+            watcher = asyncio.create_task(self._when_ended(job, conversation, session), name=f"watch-{conversation.target.key}")
+            self._watchers.add(watcher)
+            watcher.add_done_callback(self._watchers.discard)
+
+    async def _when_ended(self, job: Any, conversation: Conversation, session: Session) -> None:
+        try:
+            await job.wait()
+            await self._tell_idle(conversation, session)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.debug("watching a background command in chat %s failed", conversation.target.key, exc_info=True)
+        finally:
+            self._watched.discard(id(job))
+
+    async def _tell_idle(self, conversation: Conversation, session: Session) -> None:
+        from core.host.processes import take_ended
+
+        if conversation.session is not session or conversation.busy_since is not None:
+            return  # the running turn tells it, with the note for the model
+        lines = [ended.notice for ended in take_ended(getattr(session.host, "jobs", {}), "user")]
+        if session.mcp is not None:
+            lines += [notice.text for notice in session.mcp.changes(session.extra_tools)]
+        for line in lines:
+            await send_text(self._bot, conversation.target, f"⚠️ {line}")
 
     async def _typing(self, target: Target) -> None:
         while True:
@@ -373,6 +415,8 @@ class Conversations:
 
     async def drain(self, grace: float) -> None:
         """On shutdown: let turns in flight finish for ``grace`` seconds, then cancel them (saved)."""
+        for watcher in list(self._watchers):
+            watcher.cancel()
         running = [c for c in self.running()]
         if not running:
             return
