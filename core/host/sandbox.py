@@ -165,6 +165,10 @@ class Confinement:
     roots: tuple[Path, ...]
     grants: Grants = field(default_factory=Grants)
     temp: Path | None = None  # the session's private /tmp; a fresh empty one when None
+    # The roots bound read-only (a script that changes files only through the agent's tools).
+    read_only: bool = False
+    # Unix sockets it may connect to without the network (the agent's tool bridge).
+    sockets: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +345,9 @@ def _bwrap_argv(command: str, cwd: Path, confinement: Confinement, env: dict[str
             argv += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]
     if os.path.isdir("/var/run") and not os.path.islink("/var/run"):
         argv += ["--tmpfs", "/var/run"]
-    for path in [*writable, *granted]:
+    for path in writable:
+        argv += ["--ro-bind" if confinement.read_only else "--bind", str(path), str(path)]
+    for path in granted:
         argv += ["--bind", str(path), str(path)]
     visible = [*writable, *granted]
     # Bound again read-only inside the roots: what makes git, the editor or CI run code.
@@ -378,10 +384,13 @@ def seatbelt_profile(confinement: Confinement) -> str:
     """A Seatbelt (sandbox-exec) profile with the bubblewrap policy: writes confined to the
     roots and temp, protected paths read-only (any case), credentials unreadable, no network."""
     temp_dirs = {Path("/private/tmp"), Path("/private/var/folders"), Path(tempfile.gettempdir()).resolve()}
-    writable = [*confinement.roots, *confinement.grants.writable, *temp_dirs]
+    roots = [] if confinement.read_only else list(confinement.roots)
+    writable = [*roots, *confinement.grants.writable, *temp_dirs]
     lines = ["(version 1)", "(allow default)"]
     if not confinement.grants.network:
         lines.append('(deny network* (remote ip "*:*") (remote unix-socket))')
+        for socket in confinement.sockets:
+            lines.append(f"(allow network-outbound (remote unix-socket (path-literal {_sb_quote(socket)})))")
     allowed = " ".join(f"(subpath {_sb_quote(p)})" for p in writable)
     lines.append(
         f'(deny file-write* (require-not (require-any {allowed} (literal "/dev/null") (literal "/dev/tty") (regex #"^/dev/fd/"))))'
