@@ -31,6 +31,7 @@ __all__ = [
     "GatewayConfig",
     "McpConfig",
     "McpServerConfig",
+    "ModelsConfig",
     "TelegramConfig",
     "ModelRef",
     "ProviderConfig",
@@ -336,6 +337,15 @@ class McpServerConfig(_Strict):
         return [v for v in found if v and "${" not in v]
 
 
+class ModelsConfig(_Strict):
+    """``[models]``: auxiliary models for what the main one cannot do."""
+
+    vision: str | None = Field(
+        default=None,
+        description='"provider:model" that sees images for a main model that does not take them (inspect_image, pasted images)',
+    )
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -355,6 +365,7 @@ class Config(_Strict):
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
     # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.
     _model_from_env: str | None = PrivateAttr(default=None)
 
@@ -555,7 +566,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
 
 def _check_model_forms(config: Config, path: Path) -> None:
     """Reject model references without a provider or a model ('openai:', ':gpt-4') in the file."""
-    refs = [("model", config.model), ("learning.summary_model", config.learning.summary_model)]
+    refs = [("model", config.model), ("learning.summary_model", config.learning.summary_model), ("models.vision", config.models.vision)]
     refs += [(f"fallback_models.{i}", spec) for i, spec in enumerate(config.fallback_models)]
     for key, spec in refs:
         if spec and (problem := _model_form_problem(spec)):

@@ -100,11 +100,12 @@ def new_session_result(session_id: str, config: Config, choices: SessionChoices)
 
 
 def images_supported(config: Config | None) -> bool:
-    """Images are accepted only when the configured model's provider takes them."""
+    """Images are accepted when the configured model's provider takes them, or a vision model
+    (``[models] vision``) describes them for it."""
     if config is None or not config.model:
         return False
     profile = config.profile()
-    return bool(profile and profile.images)
+    return bool(profile and profile.images) or bool(config.models.vision)
 
 
 def not_ready(config: Config | None, config_error: str | None = None) -> str | None:

@@ -11,7 +11,6 @@ from core.events import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
 from hermes_acp.commands import INIT_PROMPT, command_prompt, help_text, list_skills, read_memory
-from hermes_acp.handshake import images_supported
 from hermes_acp.live import LiveSession, cost_text
 from hermes_acp.options import MODES
 from hermes_acp.render import acp_content
@@ -168,16 +167,13 @@ class Turns:
     async def user_message(self, blocks: list, live: LiveSession) -> UserMessage:
         """Text, resource links (read) and embedded resources, as one user message."""
         parts: list[TextPart | ImagePart] = []
-        images = images_supported(self._backend.config)
         for block in blocks:
             kind = getattr(block, "type", None)
             if kind == "text":
                 parts.append(TextPart(text=block.text))
             elif kind == "image":
-                if images:
-                    parts.append(ImagePart(media_type=block.mime_type, data=block.data))
-                else:
-                    parts.append(TextPart(text="[an image was attached, but this model does not accept images]"))
+                # A model that does not take images gets a description (core.agent.vision).
+                parts.append(ImagePart(media_type=block.mime_type, data=block.data))
             elif kind == "resource_link":
                 parts.append(TextPart(text=await self._linked(block, live.session)))
             elif kind == "resource":
@@ -186,7 +182,7 @@ class Turns:
                 mime = getattr(resource, "mime_type", None) or ""
                 if text is not None:
                     parts.append(TextPart(text=f'<context uri="{resource.uri}">\n{text[:MAX_RESOURCE_CHARS]}\n</context>'))
-                elif mime.startswith("image/") and images:
+                elif mime.startswith("image/") and getattr(resource, "blob", None):
                     parts.append(ImagePart(media_type=mime, data=resource.blob))
                 else:
                     parts.append(TextPart(text=f"[attached binary resource {resource.uri} ({mime or 'unknown type'}) omitted]"))

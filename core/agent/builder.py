@@ -59,7 +59,9 @@ def build_agent(
     toolsets). ``model`` shares one already built (the gateway's two agents share a client);
     by default the configured model and its fallbacks are built here (ConfigError when none is set).
     """
+    from core.agent.vision import Sight
     from core.models import build_model, build_summary_model
+    from core.models.vision import accepts_images, build_vision_model
     from core.tools.mcp_client import shared_pool
 
     spec = SURFACES.get(surface)
@@ -68,6 +70,8 @@ def build_agent(
     if broker is None:
         timeout = spec.approval_timeout if spec.approval_timeout is not None else config.approvals.timeout
         broker = ApprovalBroker(store, timeout=timeout)
+    vision, problem = build_vision_model(config)
+    sight = Sight(sees=lambda label: accepts_images(config, label), vision=vision, problem=problem, max_tokens=min(config.max_tokens, 4096))
     return Agent(
         model=model if model is not None else build_model(config),
         tools=toolset(spec.toolset),
@@ -81,4 +85,5 @@ def build_agent(
         summary_model=build_summary_model(config) if config.learning.search_summary else None,
         tool_settings=ToolSettings.of(config),
         mcp=shared_pool(config.mcp_servers),
+        sight=sight,
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from core.agent.prompt import system_prompt
 from core.agent.session import SessionContext, TurnStats, title_from
 from core.agent.stops import ModelFinished, StepLimitReached, TurnStopped
+from core.agent.vision import Ask, Sight
 from core.events import (
     Event,
     Notice,
@@ -107,8 +108,11 @@ class Agent:
         summary_model: Model | None = None,
         tool_settings: ToolSettings | None = None,
         mcp: McpPool | None = None,
+        sight: Sight | None = None,
     ) -> None:
         self.model = model
+        # Which models take images, and the vision model that sees them for those that do not.
+        self.sight = sight or Sight()
         # config.toml's MCP servers: connected when a session first needs them, for every session.
         self.mcp = mcp
         # For short summaries tools ask for (``ToolContext.summarize``); None: the session's model.
@@ -237,6 +241,7 @@ class Agent:
         turn = _Turn(emit)
         try:
             await self._announce_ended(session, emit)
+            prompt = await self.sight.described(self._asker(session), session.model or self.model, prompt, emit)
             await self._append(session, prompt)
             if session.mcp is not None:
                 for notice in await session.mcp.open_turn(session.extra_tools):
@@ -373,6 +378,7 @@ class Agent:
             summarize=(lambda text: self._summarize(session, text)) if self.learning.search_summary else None,
             store=self.store,
             settings=self.tool_settings,
+            look=lambda images, question: self.sight.look(self._asker(session), session.model or self.model, images, question),
         )
 
     async def _charged(
@@ -397,6 +403,10 @@ class Agent:
             session.usage.add(u)
             await self.store.add_usage(session.id, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_usd)
         return done
+
+    def _asker(self, session: Session) -> Ask:
+        """Requests to a given model, charged to ``session``."""
+        return lambda request, model: self._charged(session, request, model=model)
 
     def _summariser(self, session: Session) -> Summariser:
         """Compression's collaborators for this session: requests with its model, charged to it."""

@@ -19,7 +19,7 @@ from core.host.processes import CommandResult
 from core.host.sandbox import Confinement, Grants, new_protected_paths, protected_entries
 from core.host.text_files import BinaryFileError, TextFile, encode_text
 from core.learning_config import LearningSettings
-from core.messages import FileDiff
+from core.messages import FileDiff, ImagePart
 from core.paths import within
 from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, Ruling
 from core.store import RuleDecision, SessionStore
@@ -72,6 +72,9 @@ class ToolContext:
     # Ask a (cheaper) model for a short text, e.g. session_search's summaries; None when the
     # surface or the ``[learning] search_summary`` setting does not allow it.
     summarize: Callable[[str], Awaitable[str]] | None = None
+    # Ask the model that sees images (the session's, or ``[models] vision``) a question about
+    # them; raises ToolError when none can. None where the surface gives tools no model.
+    look: Callable[[list[ImagePart], str], Awaitable[str]] | None = None
     # The session's open store (None where a surface gives tools none) and the settings tools read.
     store: SessionStore | None = None
     settings: ToolSettings = field(default_factory=ToolSettings)
