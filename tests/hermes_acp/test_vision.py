@@ -14,7 +14,7 @@ from tests.fakes.openai_server import ScriptedOpenAIServer, Spec
 # A 1x1 PNG.
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 DESCRIPTION = "A dialog titled 'Build failed' with the text: error E0425 cannot find value `x`."
-TEXT_ONLY = '[providers.openai]\nimages = false\n'
+TEXT_ONLY = "[providers.openai]\nimages = false\n"
 WITH_VISION = TEXT_ONLY + '[models]\nvision = "openai:scripted-vision"\n'
 
 
