@@ -24,6 +24,7 @@ from core.learning_config import LearningSettings
 from core.state_home import home_path
 
 __all__ = [
+    "CodeConfig",
     "Config",
     "ConfigError",
     "CronConfig",
@@ -346,6 +347,13 @@ class ModelsConfig(_Strict):
     )
 
 
+class CodeConfig(_Strict):
+    """``[code]``: scripts run by execute_code."""
+
+    timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds a script may run (time in its tool calls not counted)")
+    python: str | None = Field(default=None, description="interpreter scripts run with; /usr/bin/python3 when there, else python3 on PATH")
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -366,6 +374,7 @@ class Config(_Strict):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    code: CodeConfig = Field(default_factory=CodeConfig)
     # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.
     _model_from_env: str | None = PrivateAttr(default=None)
 
