@@ -29,6 +29,7 @@ __all__ = [
     "ConfigError",
     "CronConfig",
     "CronWebhookConfig",
+    "DelegateConfig",
     "GatewayConfig",
     "McpConfig",
     "McpServerConfig",
@@ -354,6 +355,16 @@ class CodeConfig(_Strict):
     python: str | None = Field(default=None, description="interpreter scripts run with; /usr/bin/python3 when there, else python3 on PATH")
 
 
+class DelegateConfig(_Strict):
+    """``[delegate]``: subagents the delegate tool runs."""
+
+    max_steps: int = Field(default=30, ge=1, le=1000, description="model requests one subagent may make")
+    max_parallel: int = Field(default=3, ge=1, le=16, description="subagents running at once")
+    max_tasks: int = Field(default=6, ge=1, le=50, description="tasks one delegate call may give")
+    report_chars: int = Field(default=4000, ge=200, description="characters of each subagent's final report the parent reads")
+    max_depth: int = Field(default=1, ge=1, le=3, description="1: subagents cannot delegate; 2: theirs may once more")
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -373,6 +384,7 @@ class Config(_Strict):
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
+    delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     code: CodeConfig = Field(default_factory=CodeConfig)
     # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.

@@ -5,6 +5,7 @@ Built only from what was persisted, so what replays is exactly what was saved.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from core.events import DiffContent, Location, Notice, TextContent, ToolContent
@@ -22,13 +23,15 @@ from core.messages import (
 from core.tools.registry import Tool
 from hermes_acp.render import acp_content, acp_locations, update_for
 
-__all__ = ["replay_updates"]
+__all__ = ["replay_updates", "subagent_content"]
 
 MAX_REPLAYED_OUTPUT = 4000
 
 
-def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) -> list:
-    """Every update the user saw, in order: their messages, replies, thoughts, tool calls, plans."""
+def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path, extra: Mapping[str, list[ToolContent]] | None = None) -> list:
+    """Every update the user saw, in order: their messages, replies, thoughts, tool calls, plans.
+
+    ``extra``: content shown at the end of a tool call besides its own (a delegate call's subagents)."""
     import acp
     from acp.schema import ImageContentBlock, ToolCallProgress, ToolCallStart, UserMessageChunk
 
@@ -93,6 +96,7 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path) ->
             content: list[ToolContent] = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
             if not content and message.is_error:
                 content = [TextContent(message.content[:MAX_REPLAYED_OUTPUT])]
+            content += (extra or {}).get(message.tool_call_id, [])
             updates.append(
                 ToolCallProgress(
                     session_update="tool_call_update",
@@ -141,3 +145,25 @@ def _plan(arguments: dict):
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def subagent_content(children: list[tuple[int, list[Message]]], tools: dict[str, Tool]) -> list[ToolContent]:
+    """What a delegate call showed of its subagents ((number, stored history) each): per subagent,
+    its goal, its tool calls as lines and its final report, then the diffs of its file changes."""
+    texts: list[ToolContent] = []
+    diffs: list[ToolContent] = []
+    for number, history in children:
+        goal = next((m.text.split("\n\n# Context\n", 1)[0] for m in history if isinstance(m, UserMessage)), "")
+        lines = [f"Subagent {number}: {goal}"]
+        failed = {m.tool_call_id for m in history if isinstance(m, ToolResultMessage) and m.is_error}
+        report = ""
+        for message in history:
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls:
+                    lines.append(f"{'✗' if call.id in failed else '✓'} {_title(tools.get(call.name), call)}")
+                if message.text.strip():
+                    report = message.text.strip()
+            elif isinstance(message, ToolResultMessage):
+                diffs += [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
+        texts.append(TextContent("\n".join(lines) + (f"\n\n{report[:MAX_REPLAYED_OUTPUT]}" if report else "")))
+    return texts + diffs

@@ -150,7 +150,8 @@ class HermesAgent:
 
         live = await self._ops.reopen(session_id, cwd, mcp_servers, additional_directories)
         started = time.perf_counter()
-        updates = replay_updates(live.session.history, self._ops.agent.tools_for(live.session), live.session.cwd)
+        subagents = await self._ops.subagent_replay(live)
+        updates = replay_updates(live.session.history, self._ops.agent.tools_for(live.session), live.session.cwd, subagents)
         for update in updates:
             await send_update(self._backend.conn, session_id, update)
         log.info("session %s replayed: %d updates in %.0f ms", session_id, len(updates), (time.perf_counter() - started) * 1000)
@@ -203,7 +204,7 @@ class HermesAgent:
                 before = float(base64.urlsafe_b64decode(cursor.encode()).decode())
             except (ValueError, UnicodeDecodeError):
                 raise RequestError.invalid_params({"cursor": "not a cursor this server returned"}) from None
-        records = await self._ops.store.list_sessions(cwd=cwd, limit=LIST_PAGE + 1, before=before)
+        records = await self._ops.store.list_sessions(cwd=cwd, limit=LIST_PAGE + 1, before=before, subagents=False)
         page = records[:LIST_PAGE]
         next_cursor = None
         if len(records) > LIST_PAGE:

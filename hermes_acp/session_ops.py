@@ -307,6 +307,19 @@ class SessionOps:
             text = "\n".join(f"**MCP:** {problem}" for problem in problems)
             await send_update(self._backend.conn, live.session.id, acp.update_agent_message_text(text + "\n\n"))
 
+    async def subagent_replay(self, live: LiveSession) -> dict[str, list]:
+        """For the replay of ``session/load``: each delegate call's subagents (from their stored
+        sessions) as content of that call, by call id."""
+        from hermes_acp.replay import subagent_content
+
+        found: dict[str, list[tuple[int, list]]] = {}
+        for record in await self.store.subagent_sessions(live.session.id):
+            history = [m.message for m in await self.store.messages(record.id)]
+            number = (record.meta.get("subagent") or {}).get("number")
+            found.setdefault(record.parent_call_id or "", []).append((number if isinstance(number, int) else 0, history))
+        tools = self.agent.tools_for(live.session)
+        return {call: subagent_content(sorted(children, key=lambda c: c[0]), tools) for call, children in found.items()}
+
     def update_for(self, event):
         """Surface-level updates (title, usage) on top of the shared rendering."""
         from acp.schema import Cost, SessionInfoUpdate, UsageUpdate

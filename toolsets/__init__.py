@@ -7,6 +7,7 @@ import dataclasses
 from core.tools.registry import Tool
 from toolsets.code import execute_code
 from toolsets.cron import cron
+from toolsets.delegate import delegate
 from toolsets.editor import (
     apply_patch,
     command_output,
@@ -35,7 +36,7 @@ _FILES = [read_file, edit_file, write_file, apply_patch, delete_file, move_file,
 _COMMANDS = [run_command, command_output, stop_command]
 _LEARNING = [memory, skill_view, skill_manage, session_search]
 # The whole agent: what a person can watch and answer questions for, in an editor, an MCP client or a chat.
-_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING, cron, inspect_image, execute_code]
+_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING, cron, inspect_image, execute_code, delegate]
 
 TOOLSETS: dict[str, list[Tool]] = {
     # ACP sessions in the editor.

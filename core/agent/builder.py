@@ -60,6 +60,7 @@ def build_agent(
     by default the configured model and its fallbacks are built here (ConfigError when none is set).
     """
     from core.agent.vision import Sight
+    from core.agent.subagents import Subagents
     from core.models import build_model, build_summary_model
     from core.models.vision import accepts_images, build_vision_model
     from core.tools.mcp_client import shared_pool
@@ -72,7 +73,7 @@ def build_agent(
         broker = ApprovalBroker(store, timeout=timeout)
     vision, problem = build_vision_model(config)
     sight = Sight(sees=lambda label: accepts_images(config, label), vision=vision, problem=problem, max_tokens=min(config.max_tokens, 4096))
-    return Agent(
+    agent = Agent(
         model=model if model is not None else build_model(config),
         tools=toolset(spec.toolset),
         store=store,
@@ -87,3 +88,5 @@ def build_agent(
         mcp=shared_pool(config.mcp_servers),
         sight=sight,
     )
+    Subagents(agent, config.delegate)  # the delegate tool's runner
+    return agent

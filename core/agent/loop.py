@@ -46,16 +46,33 @@ from core.models.base import (
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
 from core.store import RuleDecision, SessionStore, Surface
 from core.tools.context import ToolContext, ToolSettings
+from core.tools.delegation import Delegate
+from core.tools.diffs import ledger_for
 from core.tools.dispatch import PreparedCall, prepare, run_prepared
 from core.tools.mcp_client import McpPool, SessionMcp
 from core.tools.registry import Tool
 
-__all__ = ["Agent", "Session"]
+__all__ = ["Agent", "Delegated", "Session"]
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[Event], Awaitable[None]]
 _SUMMARY_SYSTEM = "You summarise past conversations for a coding agent. Be brief, factual and specific (paths, names, decisions)."
+
+
+@dataclass(frozen=True, slots=True)
+class Delegated:
+    """What makes a session a subagent's: it runs inside a turn of another session."""
+
+    # Questions, checkpoints (so undo takes the subagent's changes back with the turn) and the
+    # tools' view of "this session" are the parent's; the messages are the subagent's own.
+    parent_id: str
+    turn_id: str | None
+    tools: dict[str, Tool]
+    max_steps: int
+    depth: int = 1
+    # The parent's broker, naming the subagent in its questions; None: the agent's.
+    broker: ApprovalBroker | None = None
 
 
 @dataclass(slots=True)
@@ -88,6 +105,8 @@ class Session:
     context: SessionContext | None = None
     # How requests are built from a long history; see core.learning.compression.
     compression: Compression | None = None
+    # Set for a subagent's session (see core.agent.subagents).
+    delegated: Delegated | None = None
 
 
 class Agent:
@@ -133,6 +152,8 @@ class Agent:
         self.tool_settings = tool_settings or ToolSettings(learning=self.learning)
         # The toolsets every tool of this agent belongs to: skills may require them.
         self.toolsets = frozenset.intersection(*(t.toolsets for t in tools)) if tools else frozenset()
+        # Runs subagents for a session's turn (``ToolContext.delegate``); set by core.agent.subagents.
+        self.delegator: Callable[[Session, str | None, Emit], Delegate | None] | None = None
 
     async def new_session(
         self, cwd: Path, host: Host, *, roots: list[Path] | None = None, mode: Mode = "ask", session_id: str | None = None
@@ -231,6 +252,8 @@ class Agent:
         return cached[1]
 
     def tools_for(self, session: Session) -> dict[str, Tool]:
+        if session.delegated is not None:
+            return session.delegated.tools
         remote = session.mcp.tools(session.extra_tools) if session.mcp is not None else {}
         if not remote and not session.extra_tools:
             return self.tools
@@ -247,9 +270,10 @@ class Agent:
                 for notice in await session.mcp.open_turn(session.extra_tools):
                     await emit(notice)
             turn.nudge = await self._open_turn(session, prompt, emit)
-            for _ in range(self.max_steps):
+            steps = session.delegated.max_steps if session.delegated is not None else self.max_steps
+            for _ in range(steps):
                 await self._step(session, turn)
-            raise StepLimitReached(self.max_steps)
+            raise StepLimitReached(steps)
         except TurnStopped as stop:
             if stop.message:
                 await emit(Notice(stop.message, stop.level))
@@ -365,16 +389,19 @@ class Agent:
         async def remember(tool: str, pattern: str, decision: RuleDecision) -> None:
             await self.store.add_approval_rule(str(session.roots[0]), tool, pattern, decision)
 
+        sub = session.delegated
         return ToolContext(
-            session_id=session.id,
+            session_id=sub.parent_id if sub is not None else session.id,
             cwd=session.cwd,
             roots=session.roots,
             host=session.host,
             policy=session.policy,
-            broker=self.broker,
+            broker=sub.broker if sub is not None and sub.broker is not None else self.broker,
             emit=emit,
             remember_rule=remember,
-            turn_id=turn_id,
+            turn_id=sub.turn_id if sub is not None else turn_id,
+            files=ledger_for(session.id) if sub is not None else None,
+            delegate=self.delegator(session, turn_id, emit) if self.delegator is not None else None,
             summarize=(lambda text: self._summarize(session, text)) if self.learning.search_summary else None,
             store=self.store,
             settings=self.tool_settings,
@@ -425,7 +452,7 @@ class Agent:
         each, appended to the history (what came before, the cached prefix, is unchanged), and a
         notice for the user unless the surface has shown one already."""
         jobs = getattr(session.host, "jobs", None)
-        if not jobs:
+        if not jobs or session.delegated is not None:  # a subagent shares its parent's host: the parent tells
             return
         unseen = {e.job_id for e in take_ended(jobs, "user")}
         for ended in take_ended(jobs, "model"):

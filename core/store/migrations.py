@@ -363,3 +363,17 @@ async def m007_cron_destinations(conn: aiosqlite.Connection) -> None:
             """,
         ],
     )
+
+
+@migration
+async def m008_subagent_sessions(conn: aiosqlite.Connection) -> None:
+    # A subagent's session: parent_id names the session whose turn ran it (as for forks and
+    # summaries) and parent_call_id the tool call (delegate) that ran it, so that the parent's
+    # replay finds its subagents by call; NULL for every other session.
+    await _run(
+        conn,
+        [
+            "ALTER TABLE sessions ADD COLUMN parent_call_id TEXT",
+            "CREATE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id) WHERE parent_call_id IS NOT NULL",
+        ],
+    )

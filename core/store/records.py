@@ -48,6 +48,8 @@ class SessionRecord:
     cache_write_tokens: int
     cost_usd: float | None
     meta: dict[str, Any]
+    # The parent's tool call that ran this session as a subagent (``parent_id`` is the parent); None otherwise.
+    parent_call_id: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> SessionRecord:
@@ -66,6 +68,7 @@ class SessionRecord:
             cache_write_tokens=row["cache_write_tokens"],
             cost_usd=row["cost_usd"],
             meta=json.loads(row["meta"] or "{}"),
+            parent_call_id=row["parent_call_id"],
         )
 
 

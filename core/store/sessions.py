@@ -106,8 +106,12 @@ class SessionStore(ApprovalQueries):
         parent_id: str | None = None,
         session_id: str | None = None,
         meta: dict[str, Any] | None = None,
+        parent_call_id: str | None = None,
     ) -> SessionRecord:
-        """Create a session; the id is a fresh uuid4 hex unless ``session_id`` is given."""
+        """Create a session; the id is a fresh uuid4 hex unless ``session_id`` is given.
+
+        ``parent_call_id``: the tool call of session ``parent_id`` that runs this one as a subagent.
+        """
         db.check_choice(surface, SURFACES, "surface")
         record = SessionRecord(
             id=session_id or uuid.uuid4().hex,
@@ -124,15 +128,16 @@ class SessionStore(ApprovalQueries):
             cache_write_tokens=0,
             cost_usd=None,
             meta=dict(meta or {}),
+            parent_call_id=parent_call_id,
         )
         meta_json = db.dump_json(record.meta)
 
         async def body(conn: aiosqlite.Connection) -> None:
             await db.execute(
                 conn,
-                "INSERT INTO sessions (id, title, cwd, surface, model, parent_id, created_at, updated_at, meta)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.id, title, record.cwd, surface, model, parent_id, now, now, meta_json),
+                "INSERT INTO sessions (id, title, cwd, surface, model, parent_id, parent_call_id, created_at, updated_at, meta)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.id, title, record.cwd, surface, model, parent_id, parent_call_id, now, now, meta_json),
             )
 
         await self._write(body)
@@ -150,10 +155,14 @@ class SessionStore(ApprovalQueries):
         surface: Surface | None = None,
         limit: int = 50,
         before: float | None = None,
+        subagents: bool = True,
     ) -> list[SessionRecord]:
-        """Sessions, most recently updated first; pass the last ``updated_at`` as ``before`` for the next page."""
+        """Sessions, most recently updated first; pass the last ``updated_at`` as ``before`` for the next page.
+        ``subagents=False`` leaves out the sessions subagents ran in (they replay inside their parent)."""
         where: list[str] = ["1 = 1"]
         params: list[Any] = []
+        if not subagents:
+            where.append("parent_call_id IS NULL")
         if cwd is not None:
             where.append("cwd = ?")
             params.append(str(cwd))
@@ -165,6 +174,13 @@ class SessionStore(ApprovalQueries):
             params.append(before)
         sql = f"SELECT * FROM sessions WHERE {' AND '.join(where)} ORDER BY updated_at DESC, id DESC LIMIT ?"
         rows = await self._fetchall(sql, (*params, limit))
+        return [SessionRecord.from_row(row) for row in rows]
+
+    async def subagent_sessions(self, parent_id: str) -> list[SessionRecord]:
+        """The sessions subagents ran in for ``parent_id``'s tool calls, in the order they were started."""
+        rows = await self._fetchall(
+            "SELECT * FROM sessions WHERE parent_id = ? AND parent_call_id IS NOT NULL ORDER BY created_at, rowid", (parent_id,)
+        )
         return [SessionRecord.from_row(row) for row in rows]
 
     async def update_session(

@@ -23,6 +23,7 @@ from core.messages import FileDiff, ImagePart
 from core.paths import within
 from core.policy.approvals import Action, ApprovalBroker, ApprovalPolicy, Ruling
 from core.store import RuleDecision, SessionStore
+from core.tools.delegation import Delegate
 from core.tools.diffs import FileChange, FileLedger, display_diff, ledger_for
 from core.tools.errors import ToolError, ToolRejected
 
@@ -75,6 +76,8 @@ class ToolContext:
     # Ask the model that sees images (the session's, or ``[models] vision``) a question about
     # them; raises ToolError when none can. None where the surface gives tools no model.
     look: Callable[[list[ImagePart], str], Awaitable[str]] | None = None
+    # Run subagents for this call (the delegate tool); None where the agent offers none.
+    delegate: Delegate | None = None
     # The session's open store (None where a surface gives tools none) and the settings tools read.
     store: SessionStore | None = None
     settings: ToolSettings = field(default_factory=ToolSettings)
