@@ -153,27 +153,33 @@ async def run_script(
     loop = asyncio.get_running_loop()
     started = loop.time()
     reading = asyncio.ensure_future(pump())
+    ending = asyncio.ensure_future(proc.wait())
     timed_out = False
     try:
-        while not reading.done():
+        while not ending.done():
             left = timeout - (loop.time() - started - bridge.busy_seconds())
             if left <= 0:
                 timed_out = True
                 break
-            await asyncio.wait({reading}, timeout=left)
+            await asyncio.wait({ending}, timeout=left)
         if timed_out:
             _kill_group(proc.pid, signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), 2)
+                await asyncio.wait_for(asyncio.shield(ending), 2)
             except TimeoutError:
                 _kill_group(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        await asyncio.wait({reading}, timeout=2)
+        await ending
+        await asyncio.wait({reading}, timeout=1)
+        if not reading.done():
+            # Something it started still holds its output (outside a sandbox, whose namespace
+            # ends with it): the group is still there, so it is the script's to end.
+            _kill_group(proc.pid, signal.SIGKILL)
+            await asyncio.wait({reading}, timeout=2)
     except BaseException:
         _kill_group(proc.pid, signal.SIGKILL)
-        reading.cancel()
         raise
     finally:
-        if not reading.done():
-            reading.cancel()
+        for task in (reading, ending):
+            if not task.done():
+                task.cancel()
     return _outcome(proc, capture, timed_out)

@@ -230,3 +230,20 @@ def running(marker: str) -> list[str]:
         except OSError:
             pass
     return found
+
+
+async def test_cancel_while_a_scripts_edit_waits_for_the_user(hermes_home, project):
+    code = "from hermes_tools import write_file\nwrite_file('late.md', 'never\\n')\n"
+    script = [_script(code), {"text": "never"}]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer=["allow_once", "wait"])
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = await _session(conn, project)
+            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("write late")]))
+            await until(lambda: len(client.permission_requests) == 2, what="the script's write to ask")
+            await conn.cancel(session_id=sid)
+            response = await asyncio.wait_for(turn, 10)
+    assert response.stop_reason == "cancelled"
+    assert not (project / "late.md").exists()
+    assert _nested(client)["call_1.1"][-1].status == "failed"
+    assert client.tool_updates("call_1")[-1].status == "failed"
