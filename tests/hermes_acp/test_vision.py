@@ -163,3 +163,17 @@ async def test_without_a_vision_model_a_text_only_model_is_told_it_cannot_see(he
     assert _images(first) == [] and "you cannot see it" in _texts(first) and "what is this?" in _texts(first)
     result = [m for m in server.requests[2]["messages"] if m["role"] == "tool"][0]["content"]
     assert "Cannot look at images: openai:scripted does not take images" in result and "[models] vision" in result
+
+
+async def test_a_vision_model_that_does_not_resolve_is_named_when_an_image_comes(hermes_home, project):
+    # Two providers: with one, any name is a model of it (Ollama's names hold ':' too).
+    local = '[providers.local]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    (hermes_home / "config.toml").write_text(TEXT_ONLY + local + '[models]\nvision = "nowhere:eyes"\n')
+    with ScriptedOpenAIServer([{"text": "I cannot see it."}]) as server:
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[acp.image_block(PIXEL, "image/png")])
+    assert "[models] vision = 'nowhere:eyes' in config.toml does not name a configured model" in client.text()
+    assert "configured: local, openai" in client.text()
+    assert _images(server.requests[0]) == [] and "you cannot see it" in _texts(server.requests[0])
