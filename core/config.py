@@ -35,6 +35,7 @@ __all__ = [
     "McpServerConfig",
     "ModelsConfig",
     "TelegramConfig",
+    "WebConfig",
     "ModelRef",
     "ProviderConfig",
     "ProviderProfile",
@@ -355,6 +356,20 @@ class CodeConfig(_Strict):
     python: str | None = Field(default=None, description="interpreter scripts run with; /usr/bin/python3 when there, else python3 on PATH")
 
 
+class WebConfig(_Strict):
+    """``[web]``: web_fetch's domains and caps, and web_search's backend."""
+
+    allow_domains: list[str] = Field(default_factory=list, description="fetched without a question (and names under them)")
+    deny_domains: list[str] = Field(default_factory=list, description="never fetched (and names under them); wins over allow_domains")
+    max_bytes: int = Field(default=5_000_000, gt=0, description="bytes one fetch downloads at most")
+    timeout: float = Field(default=30.0, gt=0, description="seconds one request may take")
+    search: Literal["searxng", "brave", "tavily", "exa"] | None = Field(default=None, description="web_search's backend")
+    search_url: str | None = Field(default=None, description="the backend's address: required for searxng, overrides the others' API")
+    search_api_key: SecretStr | None = Field(
+        default=None, description="the backend's key; default: BRAVE_API_KEY, TAVILY_API_KEY or EXA_API_KEY"
+    )
+
+
 class DelegateConfig(_Strict):
     """``[delegate]``: subagents the delegate tool runs."""
 
@@ -384,9 +399,10 @@ class Config(_Strict):
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
-    delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     code: CodeConfig = Field(default_factory=CodeConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
     # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.
     _model_from_env: str | None = PrivateAttr(default=None)
 
@@ -439,6 +455,8 @@ class Config(_Strict):
                 found.extend(value.get_secret_value().split()[1:])  # "Bearer TOKEN": the token alone too
         for server in self.mcp_servers.values():
             found.extend(server.secret_values())
+        if self.web.search_api_key is not None:
+            found.append(self.web.search_api_key.get_secret_value())
         from core.tokens import mcp_token_values
 
         found.extend(mcp_token_values())

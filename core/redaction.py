@@ -60,6 +60,10 @@ SECRET_ENV_VARS = (
     "XAI_API_KEY",
     "TELEGRAM_BOT_TOKEN",
     "HERMES_MCP_TOKEN",
+    # web_search backends' keys
+    "BRAVE_API_KEY",
+    "TAVILY_API_KEY",
+    "EXA_API_KEY",
 )
 
 

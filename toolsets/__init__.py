@@ -28,6 +28,7 @@ from toolsets.memory import memory
 from toolsets.plan import update_plan
 from toolsets.skills import skill_manage, skill_view
 from toolsets.vision import inspect_image
+from toolsets.web import web_fetch, web_search
 
 __all__ = ["TOOLSETS", "all_tools", "toolset"]
 
@@ -36,7 +37,7 @@ _FILES = [read_file, edit_file, write_file, apply_patch, delete_file, move_file,
 _COMMANDS = [run_command, command_output, stop_command]
 _LEARNING = [memory, skill_view, skill_manage, session_search]
 # The whole agent: what a person can watch and answer questions for, in an editor, an MCP client or a chat.
-_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING, cron, inspect_image, execute_code, delegate]
+_EDITOR = [*_FILES, *_COMMANDS, undo, update_plan, *_LEARNING, cron, inspect_image, execute_code, delegate, web_fetch, web_search]
 
 TOOLSETS: dict[str, list[Tool]] = {
     # ACP sessions in the editor.
@@ -46,7 +47,7 @@ TOOLSETS: dict[str, list[Tool]] = {
     # Telegram chats: the same agent again (cron included, once).
     "gateway": _EDITOR,
     # Scheduled runs: reading, commands and the plan; nobody is there to approve edits.
-    "cron": [read_file, grep, glob, list_dir, *_COMMANDS, update_plan, inspect_image],
+    "cron": [read_file, grep, glob, list_dir, *_COMMANDS, update_plan, inspect_image, web_fetch, web_search],
 }
 
 

@@ -65,6 +65,8 @@ class Action:
     command: str | None = None
     # What the call itself asks for beyond the sandbox (run_command's network, write_paths, sandbox).
     wants: Grants = Grants()
+    # What an "always" answer is scoped to besides the tool (the host a web request goes to); "": the tool.
+    scope: str = ""
 
 
 class Ruling(NamedTuple):
@@ -194,6 +196,17 @@ class ApprovalPolicy:
             )
         return Ruling("ask", f"screening flagged it: {flagged}", False)
 
+    def network_ruling(self, action: Action) -> Ruling:
+        """A request that leaves this machine for ``action.scope`` (a host): what it sends (the URL
+        itself) can carry data out, and no sandbox stands between, so it asks in every mode unless
+        "always" was answered for that host; "always" is on offer."""
+        rule = self._matching_rule(action)
+        if rule == "deny":
+            return Ruling("refuse", f"you chose to always reject requests to {action.scope}", False)
+        if rule == "allow":
+            return Ruling("allow", f"you chose to always allow requests to {action.scope}")
+        return Ruling("ask", f"it sends a request to {action.scope}, and what it sends (the URL too) leaves this machine")
+
     @property
     def sandboxed(self) -> bool:
         """Whether commands run in the OS sandbox (probed on first use)."""
@@ -295,7 +308,7 @@ class ApprovalPolicy:
             found = assess(action.command, cwd, self.roots, self.home)
             keys = self._rule_keys(found, self._needs(action, found, cwd))[0]
             return action.tool, keys[0] if keys else "*"
-        return action.tool, "*"
+        return action.tool, action.scope or "*"
 
     def _matching_rule(self, action: Action) -> str | None:
         tool, pattern = self.rule_key(action)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.config import Config, CronConfig
+from core.config import Config, CronConfig, WebConfig
 from core.events import ApprovalRequest, Decision, Event, Notice, PermissionNeeded, ToolContent, ToolUpdated
 from core.host.checkpoints import Checkpoints
 from core.host.local import BackgroundCommand, Host
@@ -43,11 +43,13 @@ class ToolSettings:
     timezone: str | None = None
     # ``[cron]``: the default destinations and named webhooks the cron tool offers.
     cron: CronConfig = field(default_factory=CronConfig)
+    # ``[web]``: web_fetch's domains and caps, web_search's backend.
+    web: WebConfig = field(default_factory=WebConfig)
 
     @classmethod
     def of(cls, config: Config) -> ToolSettings:
         """The settings of ``config``."""
-        return cls(learning=config.learning, owner=config.gateway.owner, timezone=config.cron.timezone, cron=config.cron)
+        return cls(learning=config.learning, owner=config.gateway.owner, timezone=config.cron.timezone, cron=config.cron, web=config.web)
 
 
 @dataclass(slots=True)
@@ -150,6 +152,14 @@ class ToolContext:
             base = self.policy.ruling(action)
             ruling = base if base.verdict == "refuse" else Ruling("ask", every_time, False)
         await self._gate(action, title=title, detail=detail, ruling=ruling)
+
+    async def approve_network(self, title: str, host: str, *, every_time: str = "") -> None:
+        """Ask before a request leaves this machine for ``host`` (the policy's network ruling:
+        asks in every mode, "always" remembered for that host). ``every_time``: why this request
+        asks with "always" never on offer (it reaches this machine or its network)."""
+        action = Action(self.tool_name, self.tool_kind, True, (), scope=host)
+        ruling = Ruling("ask", every_time, False) if every_time else self.policy.network_ruling(action)
+        await self._gate(action, title=title, ruling=ruling)
 
     async def require_write(self, title: str, *, flagged: str = "") -> None:
         """Let a learning write (a memory entry, a skill) go ahead as the policy rules: its
