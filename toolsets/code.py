@@ -98,16 +98,27 @@ async def _approve(ctx: ToolContext, code: str) -> bool:
     title = f"Run a Python script ({len(code.splitlines())} lines)"
     if not policy.sandboxed:
         why = f"there is no sandbox to run it in ({policy.sandbox_detail or 'none found'}): it would run with full access to this machine"
-        await ctx.approve_call(title, every_time=why)
+        await ctx.approve_call(title, detail=_question(why, code), every_time=why)
         return False
     if policy.mode in ("accept-edits", "auto"):
         ruling = policy.ruling(Action(ctx.tool_name, ctx.tool_kind, False))
         if ruling.verdict == "refuse":
             raise ToolRejected(f"Not allowed: {ruling.reason}.")
         return True
-    detail = "scripts need your approval in this mode; it runs in the sandbox (project read-only, no network) and its file changes ask on their own"
-    await ctx.approve_call(title, detail=detail)
+    why = "scripts need your approval in this mode; it runs in the sandbox (project read-only, no network) and its file changes ask on their own"
+    await ctx.approve_call(title, detail=_question(why, code))
     return True
+
+
+QUESTION_LINES = 60
+
+
+def _question(why: str, code: str) -> str:
+    """The reason a question gives, with the script (its first lines) as an indented block."""
+    lines = code.strip("\n").splitlines()
+    shown = [("    " + line if len(line) <= 200 else "    " + line[:199] + "…").rstrip() for line in lines[:QUESTION_LINES]]
+    more = f"{len(lines) - QUESTION_LINES} more lines in the call's input" if len(lines) > QUESTION_LINES else f"{len(lines)} lines"
+    return f"{why}:\n\n" + "\n".join(shown) + f"\n\n({more})"
 
 
 async def _run(ctx: ToolContext, code: str, temp: Path, calls: _ScriptCalls, sandboxed: bool, python: str, timeout: float) -> CommandResult:

@@ -78,6 +78,9 @@ async def test_a_script_reads_two_files_and_its_reads_show_in_the_editor(hermes_
     # Ask mode asked for the script itself (and for nothing else: reads in the project need no question).
     (question,) = client.permission_requests
     assert question.tool_call_id == "call_1" and "Python script" in question.title
+    # The question shows the script, as the person answering it needs to see it.
+    asking = question.content[0].content.text
+    assert 'a = read_file("a.txt")' in asking and "project read-only, no network" in asking
     result = _tool_result(server)
     assert result.startswith("exit code 0; 3 tool calls (glob, read_file ×2)"), result
     assert "summary: True True True 3" in result
