@@ -4,6 +4,8 @@ model, ``inspect_image`` on a project file, and what happens when no model can s
 from __future__ import annotations
 
 import base64
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import acp
 import pytest
@@ -177,3 +179,53 @@ async def test_a_vision_model_that_does_not_resolve_is_named_when_an_image_comes
     assert "[models] vision = 'nowhere:eyes' in config.toml does not name a configured model" in client.text()
     assert "configured: local, openai" in client.text()
     assert _images(server.requests[0]) == [] and "you cannot see it" in _texts(server.requests[0])
+
+
+class _Images(BaseHTTPRequestHandler):
+    """/shot redirects to /pixel.png, a PNG."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path == "/shot":
+            self.send_response(302)
+            self.send_header("Location", "/pixel.png")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = base64.b64decode(PIXEL)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def image_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Images)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+async def test_inspect_image_fetches_a_url_asking_at_each_loopback_hop(hermes_home, project, image_server):
+    (hermes_home / "config.toml").write_text(WITH_VISION)
+    call = {"id": "u1", "name": "inspect_image", "arguments": {"path_or_url": f"{image_server}/shot", "question": "Colour?"}}
+    script = TwoModels([{"tool_calls": [call]}, {"text": "Red."}], vision="Red.")
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("look at the screenshot")])
+    first, second = client.permission_requests
+    assert "127.0.0.1 is a loopback address" in first.title and first.title.startswith(f"Fetch {image_server}/shot")
+    assert second.title.startswith(f"Follow a redirect to {image_server}/pixel.png")
+    (seen,) = _requests(server, "scripted-vision")
+    assert _images(seen) == [f"data:image/png;base64,{PIXEL}"]
+    result = [m for m in _requests(server, "scripted")[1]["messages"] if m["role"] == "tool"][0]["content"]
+    assert result == "Red."
