@@ -24,13 +24,13 @@ class TwoModels:
     """The scripted server's answers for two models behind one provider: the main ``scripted``
     model takes ``main`` in order; ``scripted-vision`` answers every request with ``vision``."""
 
-    def __init__(self, main: list[Spec], vision: str = DESCRIPTION) -> None:
+    def __init__(self, main: list[Spec], vision: str | Spec = DESCRIPTION) -> None:
         self.main = list(main)
         self.vision = vision
 
     def __call__(self, body: dict) -> Spec:
         if body["model"] == "scripted-vision":
-            return {"text": self.vision}
+            return {"text": self.vision} if isinstance(self.vision, str) else self.vision
         if not self.main:
             return {"error": 400, "message": "scripted server: the main model's script is exhausted"}
         return self.main.pop(0)
@@ -229,3 +229,17 @@ async def test_inspect_image_fetches_a_url_asking_at_each_loopback_hop(hermes_ho
     assert _images(seen) == [f"data:image/png;base64,{PIXEL}"]
     result = [m for m in _requests(server, "scripted")[1]["messages"] if m["role"] == "tool"][0]["content"]
     assert result == "Red."
+
+
+async def test_a_failed_description_is_told_and_the_turn_goes_on(hermes_home, project):
+    (hermes_home / "config.toml").write_text(WITH_VISION)
+    script = TwoModels([{"text": "I could not see it."}], vision={"error": 400, "message": "image too large for this model"})
+    with ScriptedOpenAIServer(script) as server:
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            response = await conn.prompt(session_id=sid, prompt=[acp.text_block("see?"), acp.image_block(PIXEL, "image/png")])
+    assert response.stop_reason == "end_turn" and client.text().rstrip().endswith("I could not see it.")
+    assert "An image could not be described" in client.text() and "image too large for this model" in client.text()
+    (main,) = _requests(server, "scripted")
+    assert _images(main) == [] and "it could not be described" in _texts(main)
