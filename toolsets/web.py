@@ -56,7 +56,7 @@ def _headers() -> dict[str, str]:
 
 class WebFetchArgs(BaseModel):
     url: str = Field(description="http(s) URL")
-    offset: int = Field(default=0, ge=0, description="character to start at, to read on")
+    offset: int = Field(default=0, ge=0, description="where to read on")
     max_chars: int = Field(default=20_000, ge=500, le=100_000, description="characters to return")
 
 
@@ -97,8 +97,7 @@ def _keep(session_id: str, url: str, page: _Page) -> None:
 
 @tool(kind="fetch", read_only=True, title=lambda a: f"Fetch {a.url}")
 async def web_fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
-    """Read a web page: HTML as Markdown (its main content), PDF as text, JSON and text as they are.
-    Long pages are cut with a marker giving the offset to read on."""
+    """Read a URL: HTML as Markdown (main content), PDF as text, JSON and text as is. A long page ends with the offset to read on."""
     settings = ctx.settings.web
     url = _checked_url(args.url)
     _refuse_denied(url, settings)
@@ -341,7 +340,7 @@ _DEFAULT_URLS = {"brave": "https://api.search.brave.com", "tavily": "https://api
 
 @tool(kind="search", read_only=True, title=lambda a: f"Search the web: {a.query}")
 async def web_search(ctx: ToolContext, args: WebSearchArgs) -> ToolOutput:
-    """Search the web; results as title, URL and snippet (read one with web_fetch)."""
+    """Search the web: title, URL and snippet per result."""
     settings = ctx.settings.web
     backend, base, key = _backend(settings)
     try:

@@ -23,6 +23,7 @@ __all__ = ["Address", "domain_listed", "normal_host", "pinned_client", "resolve"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_PRIVATE = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")]
 _METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 # NAT64 (RFC 6052) carries an IPv4 address in its last 32 bits.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -55,9 +56,9 @@ def special_address(address: Address) -> str:
         return "a multicast address"
     if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
         return "a shared (carrier-grade NAT) address"
-    if address.is_private:
+    if any(address in network for network in _PRIVATE):
         return "a private network address"
-    if not address.is_global or address.is_reserved:
+    if address.is_private or not address.is_global or address.is_reserved:
         return "an address that is not public"
     return ""
 
