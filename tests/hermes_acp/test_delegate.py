@@ -220,8 +220,11 @@ async def test_a_subagents_write_asks_the_user_like_the_parents(hermes_home, pro
             sid = await _session(conn, project)
             await conn.set_session_mode(session_id=sid, mode_id="ask")
             response = await conn.prompt(session_id=sid, prompt=[acp.text_block("write the notes")])
+            assert target.read_text() == "- from the subagent\n"
+            # The write belongs to the parent's turn: /undo in the parent's session takes it back.
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])
+            assert not target.exists()
     assert response.stop_reason == "end_turn"
-    assert target.read_text() == "- from the subagent\n"
     # The question named the subagent and a tool call the editor was shown, with the diff.
     (request,) = client.permission_requests
     assert request.tool_call_id == "call_d/1/call_w"

@@ -1,0 +1,101 @@
+"""Subagents in-process: the real loop, tools and store, a scripted in-process model answering in order."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.agent.loop import Agent
+from core.agent.subagents import Subagents
+from core.config import DelegateConfig
+from core.events import ToolFinished
+from core.host.local import LocalHost
+from core.messages import ToolResultMessage, UserMessage
+from core.models.base import ErrorKind, ModelError
+from core.policy.approvals import ApprovalBroker
+from core.store import SessionStore
+from tests.fakes.scripted_model import Reply, ScriptedModel, call
+from toolsets import toolset
+
+
+@pytest.fixture
+async def store(hermes_home):
+    store = await SessionStore.open(hermes_home / "state.db")
+    yield store
+    await store.close()
+
+
+def _agent(model: ScriptedModel, store: SessionStore, **settings) -> Agent:
+    agent = Agent(model=model, tools=toolset("editor"), store=store, broker=ApprovalBroker(store), surface="acp")
+    Subagents(agent, DelegateConfig(**settings))
+    return agent
+
+
+async def _turn(agent: Agent, tmp_path, text: str = "go"):
+    session = await agent.new_session(tmp_path, LocalHost())
+    events = [e async for e in agent.run_turn(session, UserMessage.of(text))]
+    return session, events
+
+
+def _result(session, call_id: str = "d1") -> ToolResultMessage:
+    return next(m for m in session.history if isinstance(m, ToolResultMessage) and m.tool_call_id == call_id)
+
+
+async def test_more_tasks_than_allowed_is_refused_before_any_runs(store, tmp_path):
+    tasks = [{"goal": f"task {n}"} for n in range(3)]
+    model = ScriptedModel([Reply(tool_calls=[call("d1", "delegate", tasks=tasks)]), Reply("ok")])
+    session, _ = await _turn(_agent(model, store, max_tasks=2), tmp_path)
+    result = _result(session)
+    assert result.is_error and "at most 2 ([delegate] max_tasks)" in result.content
+    assert await store.subagent_sessions(session.id) == []
+    assert len(model.requests) == 2
+
+
+async def test_a_long_report_is_cut_with_a_marker_naming_the_session(store, tmp_path):
+    long_report = "R" * 1000
+    model = ScriptedModel([Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "write a lot"}])]), Reply(long_report), Reply("ok")])
+    session, events = await _turn(_agent(model, store, report_chars=200), tmp_path)
+    (child,) = await store.subagent_sessions(session.id)
+    content = _result(session).content
+    assert "R" * 200 in content and "R" * 201 not in content
+    assert f"[report cut: 800 more characters; the subagent's whole conversation is kept in session {child.id}]" in content
+    # The editor's view of the subagent is not cut by the model's budget.
+    finished = next(e for e in events if isinstance(e, ToolFinished) and e.call_id == "d1/1")
+    assert long_report in finished.content[0].text
+
+
+async def test_a_subagent_stops_at_its_step_budget_and_says_so(store, tmp_path):
+    looping = [Reply(tool_calls=[call(f"l{n}", "list_dir", path=".")]) for n in range(2)]
+    model = ScriptedModel([Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "loop"}])]), *looping, Reply("ok")])
+    session, _ = await _turn(_agent(model, store, max_steps=2), tmp_path)
+    content = _result(session).content
+    assert "## Subagent 1 (incomplete): loop" in content
+    assert "[Stopped after 2 model requests ([delegate] max_steps) before it finished.]" in content
+    assert len(model.requests) == 4  # the parent's two, the subagent's two
+
+
+async def test_a_failed_subagent_is_reported_and_the_turn_goes_on(store, tmp_path):
+    broken = Reply(error=ModelError(ErrorKind.BAD_REQUEST, "the subagent's request was refused"))
+    model = ScriptedModel([Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "fail"}])]), broken, Reply("carried on")])
+    session, events = await _turn(_agent(model, store), tmp_path)
+    content = _result(session).content
+    assert "## Subagent 1 (failed): fail" in content and "refused" in content
+    assert next(e for e in events if isinstance(e, ToolFinished) and e.call_id == "d1/1").status == "failed"
+    assert session.history[-1].text == "carried on"
+
+
+async def test_nesting_needs_max_depth(store, tmp_path):
+    nested = Reply(tool_calls=[call("d2", "delegate", tasks=[{"goal": "inner"}])])
+    script = [Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "outer"}])]), nested, Reply("inner report")]
+    model = ScriptedModel([*script, Reply("outer report"), Reply("ok")])
+    session, _ = await _turn(_agent(model, store, max_depth=2), tmp_path)
+    assert "delegate" in {t.name for t in model.requests[1].tools}
+    assert "delegate" not in {t.name for t in model.requests[2].tools}  # the grandchild is at the limit
+    (child,) = await store.subagent_sessions(session.id)
+    (grandchild,) = await store.subagent_sessions(child.id)
+    assert grandchild.parent_call_id == "d2"
+    assert "outer report" in _result(session).content
+
+    # By default a subagent has no delegate at all.
+    model = ScriptedModel([Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "outer"}])]), Reply("done"), Reply("ok")])
+    await _turn(_agent(model, store), tmp_path)
+    assert "delegate" not in {t.name for t in model.requests[1].tools}
