@@ -7,7 +7,7 @@ import pytest
 from core.agent.loop import Agent
 from core.agent.subagents import Subagents
 from core.config import DelegateConfig
-from core.events import ToolFinished
+from core.events import Decision, PermissionNeeded, ToolFinished, ToolStarted
 from core.host.local import LocalHost
 from core.messages import ToolResultMessage, UserMessage
 from core.models.base import ErrorKind, ModelError
@@ -99,3 +99,29 @@ async def test_nesting_needs_max_depth(store, tmp_path):
     model = ScriptedModel([Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "outer"}])]), Reply("done"), Reply("ok")])
     await _turn(_agent(model, store), tmp_path)
     assert "delegate" not in {t.name for t in model.requests[1].tools}
+
+
+async def test_a_subagents_read_that_asks_is_shown_as_its_own_call_before_the_question(store, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside the project\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    script = [
+        Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "read outside"}])]),
+        Reply(tool_calls=[call("r1", "read_file", path=str(outside))]),
+    ]
+    model = ScriptedModel([*script, Reply("it says: outside"), Reply("ok")])
+    agent = _agent(model, store)
+    session = await agent.new_session(project, LocalHost())
+    events = []
+    async for event in agent.run_turn(session, UserMessage.of("go")):
+        events.append(event)
+        if isinstance(event, PermissionNeeded):
+            await agent.broker.answer(event.request.id, Decision.ALLOW_ONCE, by="test")
+    (ask,) = [e for e in events if isinstance(e, PermissionNeeded)]
+    assert ask.request.tool_call_id == "d1/1/r1" and ask.request.title.startswith("Subagent 1: Read ")
+    assert ask.request.session_id == session.id  # the parent's question, wherever it is answered
+    shown = [i for i, e in enumerate(events) if isinstance(e, ToolStarted) and e.call_id == "d1/1/r1"]
+    assert shown and shown[0] < events.index(ask)
+    assert [e.status for e in events if isinstance(e, ToolFinished) and e.call_id == "d1/1/r1"] == ["completed"]
+    assert "it says: outside" in _result(session).content
