@@ -166,7 +166,7 @@ class Subagents:
             list(parent.roots),
             parent.host,
             parent.policy,  # the parent's mode and remembered rules, live
-            f"{parent.system}\n\n{SUBAGENT_NOTE}",
+            parent.system if up is not None else f"{parent.system}\n\n{SUBAGENT_NOTE}",
             title=record.title,
             model=parent.model,
             reasoning_effort=parent.reasoning_effort,
@@ -177,7 +177,8 @@ class Subagents:
                 tools=tools,
                 max_steps=self.settings.max_steps,
                 depth=depth,
-                broker=_SubagentBroker(agent.broker, one.label, f"{one.call_id}/"),
+                # Nested, through its parent's broker: the names compose into the ids the editor knows.
+                broker=_SubagentBroker((up.broker if up is not None else None) or agent.broker, one.label, f"{one.call_id}/"),
             ),
         )
 
@@ -282,15 +283,23 @@ class _Run:
                 await self.emit(dataclasses.replace(event, call_id=self.ident(event.call_id)))
             await self._progress()
         elif isinstance(event, PermissionNeeded):
-            # Its broker already named the call as the parent's thread knows it; the thread must know the call.
-            child_call = event.request.tool_call_id.removeprefix(f"{self.call_id}/")
-            if event.request.tool_call_id not in self.shown and child_call in self.started:
+            # Its broker already named the call as the editor knows it; the editor must have been shown the call.
+            child_call = self._asking(event.request.tool_call_id)
+            if child_call is not None and self.ident(child_call) not in self.shown:
                 await self._show(child_call)
             await self.emit(event)
         elif isinstance(event, Notice):
             self.lines.append(f"Note: {event.text}")
             await self._progress()
         # Its text, thoughts, usage, title and plan stay in its own session.
+
+    def _asking(self, tool_call_id: str) -> str | None:
+        """The subagent's own id of the call a question names (after the prefixes of the subagents it runs in)."""
+        for child_call in self.started:
+            ident = self.ident(child_call)
+            if tool_call_id == ident or tool_call_id.endswith(f"/{ident}"):
+                return child_call
+        return None
 
     async def _show(self, child_call: str) -> None:
         start = self.started[child_call]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.agent.loop import Agent
-from core.agent.subagents import Subagents
+from core.agent.subagents import SUBAGENT_NOTE, Subagents
 from core.config import DelegateConfig
 from core.events import Decision, PermissionNeeded, ToolFinished, ToolStarted
 from core.host.local import LocalHost
@@ -125,3 +125,33 @@ async def test_a_subagents_read_that_asks_is_shown_as_its_own_call_before_the_qu
     assert shown and shown[0] < events.index(ask)
     assert [e.status for e in events if isinstance(e, ToolFinished) and e.call_id == "d1/1/r1"] == ["completed"]
     assert "it says: outside" in _result(session).content
+
+
+async def test_a_nested_subagents_question_names_its_call_as_the_editor_knows_it(store, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("far away\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    script = [
+        Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "outer"}])]),
+        Reply(tool_calls=[call("d2", "delegate", tasks=[{"goal": "inner"}])]),
+        Reply(tool_calls=[call("r1", "read_file", path=str(outside))]),
+        Reply("inner read it"),
+        Reply("outer done"),
+        Reply("ok"),
+    ]
+    model = ScriptedModel(script)
+    agent = _agent(model, store, max_depth=2)
+    session = await agent.new_session(project, LocalHost())
+    events = []
+    async for event in agent.run_turn(session, UserMessage.of("go")):
+        events.append(event)
+        if isinstance(event, PermissionNeeded):
+            await agent.broker.answer(event.request.id, Decision.ALLOW_ONCE, by="test")
+    (ask,) = [e for e in events if isinstance(e, PermissionNeeded)]
+    assert ask.request.tool_call_id == "d1/1/d2/1/r1"
+    shown = [i for i, e in enumerate(events) if isinstance(e, ToolStarted) and e.call_id == "d1/1/d2/1/r1"]
+    assert shown and shown[0] < events.index(ask)
+    assert {"d1/1", "d1/1/d2", "d1/1/d2/1"} <= {e.call_id for e in events if isinstance(e, ToolStarted)}
+    assert all(model.requests[n].system.count(SUBAGENT_NOTE) == 1 for n in (1, 2))
+    assert "outer done" in _result(session).content
