@@ -76,8 +76,9 @@ async def running_sessions(store: SessionStore, session_ids: list[str], *, now: 
 
 async def delete_sessions(store: SessionStore, session_ids: list[str]) -> int:
     """Delete the sessions, in one transaction, with their messages (and so their full-text index
-    rows), approvals and the gateway's rows for them; cron runs keep their output, without the
-    session. Forks keep living, parentless. Returns how many sessions were deleted."""
+    rows), approvals and the gateway's rows for them, and the sessions their subagents ran in; cron
+    runs keep their output, without the session. Forks keep living, parentless. Returns how many of
+    ``session_ids`` were deleted."""
     if not session_ids:
         return 0
     marks = ", ".join("?" * len(session_ids))
@@ -92,6 +93,15 @@ async def delete_sessions(store: SessionStore, session_ids: list[str]) -> int:
         await db.execute(conn, f"DELETE FROM approvals WHERE session_id IN ({marks})", ids)
         await db.execute(conn, f"UPDATE gateway_chats SET session_id = NULL WHERE session_id IN ({marks})", ids)
         await db.execute(conn, f"UPDATE cron_runs SET session_id = NULL WHERE session_id IN ({marks})", ids)
+        # Subagents' sessions hold the conversation's work: they go with it (their questions were the parent's).
+        await db.execute(
+            conn,
+            "DELETE FROM sessions WHERE id IN (WITH RECURSIVE sub(id) AS ("
+            f" SELECT id FROM sessions WHERE parent_call_id IS NOT NULL AND parent_id IN ({marks})"
+            " UNION SELECT s.id FROM sessions s JOIN sub ON s.parent_id = sub.id WHERE s.parent_call_id IS NOT NULL"
+            ") SELECT id FROM sub)",
+            ids,
+        )
         # Messages and gateway_sessions go by ON DELETE CASCADE (forks' parent_id by SET NULL);
         # the FTS and trigram rows by the messages' delete triggers.
         return await db.execute(conn, f"DELETE FROM sessions WHERE id IN ({marks})", ids)

@@ -155,3 +155,20 @@ async def test_a_nested_subagents_question_names_its_call_as_the_editor_knows_it
     assert {"d1/1", "d1/1/d2", "d1/1/d2/1"} <= {e.call_id for e in events if isinstance(e, ToolStarted)}
     assert all(model.requests[n].system.count(SUBAGENT_NOTE) == 1 for n in (1, 2))
     assert "outer done" in _result(session).content
+
+
+async def test_deleting_a_session_deletes_its_subagents_sessions_not_its_forks(store, tmp_path):
+    from core.store.session_admin import delete_sessions
+
+    parent = await store.create_session(cwd=tmp_path, surface="acp")
+    child = await store.create_session(cwd=tmp_path, surface="acp", parent_id=parent.id, parent_call_id="d1")
+    grandchild = await store.create_session(cwd=tmp_path, surface="acp", parent_id=child.id, parent_call_id="d2")
+    fork = await store.create_session(cwd=tmp_path, surface="acp", parent_id=parent.id)
+    await store.append_message(grandchild.id, UserMessage.of("the quokka findings"))
+
+    assert await delete_sessions(store, [parent.id]) == 1
+
+    assert [await store.get_session(s.id) for s in (parent, child, grandchild)] == [None, None, None]
+    assert await store.search("quokka") == []
+    kept = await store.get_session(fork.id)
+    assert kept is not None and kept.parent_id is None
