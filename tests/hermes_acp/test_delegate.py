@@ -244,6 +244,14 @@ async def test_a_subagents_write_asks_the_user_like_the_parents(hermes_home, pro
         await store.close()
     assert [(r["session_id"], r["tool_call_id"]) for r in rows] == [(sid, "call_d/1/call_w")]
     assert rows[0]["title"].startswith("Subagent 1: ")
+    # session/load shows the subagent's change as a diff in the delegate call.
+    with ScriptedOpenAIServer([]) as idle:
+        again = Client()
+        async with running_agent(again, agent_env(hermes_home, idle.base_url)) as (conn, _, _):
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+    (done,) = [u for u in again.tool_updates("call_d") if u.session_update == "tool_call_update"]
+    diffs = [c for c in done.content if c.type == "diff"]
+    assert [(d.path, d.old_text, d.new_text) for d in diffs] == [(str(target), None, "- from the subagent\n")]
 
 
 async def test_a_rejected_subagent_write_leaves_the_file_and_the_report_says_so(hermes_home, project):
