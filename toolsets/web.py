@@ -43,6 +43,7 @@ MAX_REDIRECTS = 5
 _CACHE_SECONDS = 900.0
 _CACHED_PAGES = 32  # per session
 _CACHED_SESSIONS = 64
+_CACHED_CHARS = 40_000_000  # in all, so that the cache stays a few tens of MB
 _REDIRECTS = {301, 302, 303, 307, 308}
 _ACCEPT = "text/html,application/xhtml+xml,application/pdf;q=0.9,application/json;q=0.9,text/plain;q=0.8,*/*;q=0.5"
 
@@ -93,6 +94,14 @@ def _keep(session_id: str, url: str, page: _Page) -> None:
         pages.popitem(last=False)
     while len(_CACHE) > _CACHED_SESSIONS:
         _CACHE.popitem(last=False)
+    size = sum(len(p.text) for kept in _CACHE.values() for p in kept.values())
+    while size > _CACHED_CHARS:  # the least recently fetched pages go first; the newest always stays
+        oldest = next(iter(_CACHE.values()))
+        if oldest is pages and len(pages) == 1:
+            break
+        size -= len(oldest.popitem(last=False)[1].text)
+        if not oldest:
+            _CACHE.popitem(last=False)
 
 
 @tool(kind="fetch", read_only=True, title=lambda a: f"Fetch {a.url}")
@@ -135,7 +144,7 @@ async def _fetch(ctx: ToolContext, start: httpx.URL, settings: WebConfig) -> _Pa
     """Download ``start``, following up to MAX_REDIRECTS redirects, each hop checked and approved
     before it connects; then convert and screen what came back."""
     url = start
-    approved: set[str] = set()  # hosts approved during this call
+    approved: set[str] = set()  # hosts (and "host address" for special addresses) approved during this call
     for hop in range(MAX_REDIRECTS + 1):
         if hop:
             _refuse_denied(url, settings)
@@ -151,16 +160,18 @@ async def _fetch(ctx: ToolContext, start: httpx.URL, settings: WebConfig) -> _Pa
         if special:
             address, why = special[0]
             named = str(address) if host == str(address) else f"{host} ({address})"
-            await ctx.approve_network(
-                f"{verb} {url}: {named} is {why}",
-                host,
-                every_time=f"{address} is {why}: a request there reaches this machine or its network, so it asks every time",
-            )
+            if f"{host} {address}" not in approved:  # a redirect within the same host and address was asked for
+                await ctx.approve_network(
+                    f"{verb} {url}: {named} is {why}",
+                    host,
+                    every_time=f"{address} is {why}: a request there reaches this machine or its network, so it asks every time",
+                )
+            approved.add(f"{host} {address}")
         else:
             address = addresses[0]
             if host not in approved and not domain_listed(host, settings.allow_domains):
                 await ctx.approve_network(f"{verb} {url}", host)
-        approved.add(host)
+            approved.add(host)
         try:
             async with pinned_client(host, address, timeout=settings.timeout, headers=_headers()) as client:
                 async with asyncio.timeout(settings.timeout):
@@ -176,9 +187,13 @@ async def _fetch(ctx: ToolContext, start: httpx.URL, settings: WebConfig) -> _Pa
             raise ToolError(f"{url} did not answer within {settings.timeout:g} s ([web] timeout).") from None
         except httpx.HTTPError as exc:
             raise ToolError(f"Could not fetch {url}: {type(exc).__name__}: {exc}.") from None
-        title, text = await asyncio.to_thread(_convert, body, content_type, str(url), bool(note))
         if status >= 400:
-            raise ToolError(f"{url} answered {status} {reason}." + (f" It said:\n{text[:1000]}" if text.strip() else ""))
+            try:
+                said = screen((await asyncio.to_thread(_convert, body, content_type, str(url), bool(note)))[1][:1000], str(url)).text
+            except ToolError:
+                said = ""
+            raise ToolError(f"{url} answered {status} {reason}." + (f" It said:\n{said}" if said.strip() else ""))
+        title, text = await asyncio.to_thread(_convert, body, content_type, str(url), bool(note))
         screened = screen(text, str(url))
         return _Page(str(url), title, content_type.split(";")[0].strip(), screened.text, screened.findings, note, time.monotonic())
     raise ToolError(f"{start} redirected more than {MAX_REDIRECTS} times; stopped at {url}.")
