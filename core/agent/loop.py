@@ -13,7 +13,7 @@ from pathlib import Path
 from core.agent.prompt import system_prompt
 from core.agent.session import SessionContext, TurnStats, title_from
 from core.agent.stops import ModelFinished, StepLimitReached, TurnStopped
-from core.agent.vision import Ask, Sight
+from core.agent.vision import Ask, Sight, undescribed
 from core.events import (
     Event,
     Notice,
@@ -264,7 +264,11 @@ class Agent:
         turn = _Turn(emit)
         try:
             await self._announce_ended(session, emit)
-            prompt = await self.sight.described(self._asker(session), session.model or self.model, prompt, emit)
+            try:
+                prompt = await self.sight.described(self._asker(session), session.model or self.model, prompt, emit)
+            except BaseException:  # cancelled or failed while its images were described: the words are kept
+                await asyncio.shield(self._keep_prompt(session, undescribed(prompt)))
+                raise
             await self._append(session, prompt)
             if session.mcp is not None:
                 for notice in await session.mcp.open_turn(session.extra_tools):
@@ -463,6 +467,12 @@ class Agent:
     async def _append(self, session: Session, message: Message) -> None:
         stored = await self.store.append_message(session.id, message)
         session.history.append(stored.message)  # as stored: scrubbed of configured secrets
+
+    async def _keep_prompt(self, session: Session, prompt: UserMessage) -> None:
+        try:
+            await self._append(session, prompt)
+        except Exception:
+            log.exception("could not store the prompt of a turn that ended before it started")
 
     async def _finish_cancelled(self, session: Session, turn: _Turn, reason: str = "Cancelled by the user.") -> None:
         """Keep what was said, and close every tool call so the history stays valid."""

@@ -14,12 +14,14 @@ from core.models.base import ErrorKind, Model, ModelError, ModelRequest, Respons
 from core.models.vision import DESCRIBE, vision_request
 from core.tools.errors import ToolError
 
-__all__ = ["Ask", "Sight", "UNSEEN"]
+__all__ = ["Ask", "NOT_DESCRIBED", "Sight", "UNSEEN", "undescribed"]
 
 # Streams one request from a model, charged to the session; the final response (None: none came).
 Ask = Callable[[ModelRequest, Model], Awaitable[ResponseDone | None]]
 # Where an image was, for a model that cannot see it and no vision model to describe it.
 UNSEEN = "[An image was attached here, but you cannot see it: this model does not take images and no vision model is configured.]"
+# Where an image was, when its description was cancelled or failed before it was stored.
+NOT_DESCRIBED = "[An image was attached here, but it was not described: the turn ended before the vision model answered.]"
 _CONTEXT_CHARS = 2000
 
 
@@ -97,6 +99,13 @@ class Sight:
         if not text:
             raise ModelError(ErrorKind.BAD_RESPONSE, "the model answered with no text", model=model.name)
         return text
+
+
+def undescribed(prompt: UserMessage) -> UserMessage:
+    """The user's message as stored when describing its images did not finish (cancelled, or
+    failed): the words kept, each image a note that it was not described."""
+    count = sum(1 for p in prompt.parts if isinstance(p, ImagePart))
+    return _replaced(prompt, [NOT_DESCRIBED] * count) if count else prompt
 
 
 def _replaced(prompt: UserMessage, texts: list[str]) -> UserMessage:

@@ -3,6 +3,7 @@ model, ``inspect_image`` on a project file, and what happens when no model can s
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import acp
 import pytest
 
-from tests.acp_harness import Client, agent_env, running_agent
+from tests.acp_harness import Client, agent_env, running_agent, until
 from tests.fakes.openai_server import ScriptedOpenAIServer, Spec
 
 # A 1x1 PNG.
@@ -243,3 +244,27 @@ async def test_a_failed_description_is_told_and_the_turn_goes_on(hermes_home, pr
     assert "An image could not be described" in client.text() and "image too large for this model" in client.text()
     (main,) = _requests(server, "scripted")
     assert _images(main) == [] and "it could not be described" in _texts(main)
+
+
+async def test_a_turn_cancelled_while_its_image_is_described_keeps_the_users_words(hermes_home, project):
+    (hermes_home / "config.toml").write_text(WITH_VISION)
+    script = TwoModels([{"text": "Your build fails on `x`."}], vision={"hang": True})
+    with ScriptedOpenAIServer(script) as server:
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            prompt = [acp.text_block("why does my build fail?"), acp.image_block(PIXEL, "image/png")]
+            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=prompt))
+            await until(lambda: _requests(server, "scripted-vision"), what="the vision model's request")
+            await conn.cancel(session_id=sid)
+            assert (await asyncio.wait_for(turn, 20)).stop_reason == "cancelled"
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("did you get my question?")])
+        replay = Client()
+        async with running_agent(replay, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+    (main,) = _requests(server, "scripted")
+    assert _images(main) == []
+    assert "why does my build fail?" in _texts(main) and "it was not described" in _texts(main)
+    assert "did you get my question?" in _texts(main)
+    replayed = "".join(u.content.text for u in replay.of_kind("user_message_chunk") if u.content.type == "text")
+    assert "why does my build fail?" in replayed and "it was not described" in replayed
