@@ -40,6 +40,7 @@ __all__ = [
     "ProviderConfig",
     "ProviderProfile",
     "PROFILES",
+    "ProjectConfig",
     "SandboxConfig",
     "config_path",
     "home",
@@ -380,6 +381,63 @@ class DelegateConfig(_Strict):
     max_depth: int = Field(default=1, ge=1, le=3, description="1: subagents cannot delegate; 2: theirs may once more")
 
 
+_MEMORY = re.compile(r"[0-9]+[bkmg]?", re.IGNORECASE)
+
+
+class ProjectConfig(_Strict):
+    """``[projects.NAME]``: where a project's files and commands live.
+
+    ``path`` is the local folder an editor opens (or a gateway project names); sessions whose
+    folder is it, or inside it, run on ``host``. ``local``: this machine; ``docker``: a container
+    of ``image`` per session with ``path`` mounted at the same place; ``ssh``: a remote machine.
+    """
+
+    path: str = Field(description="the local folder (~ allowed) an editor opens for this project")
+    host: Literal["local", "docker", "ssh"] = "local"
+    # docker
+    image: str | None = Field(default=None, description="docker: the image commands run in (built or pulled beforehand)")
+    mounts: list[str] = Field(default_factory=list, description="docker: more bind mounts, 'SOURCE:TARGET' or 'SOURCE:TARGET:ro'")
+    network: bool = Field(default=False, description="docker: give the container a network (none by default)")
+    cpus: float | None = Field(default=None, gt=0, description="docker: CPUs the container may use")
+    memory: str | None = Field(default=None, description="docker: memory limit, e.g. '2g' or '512m'")
+    pids: int | None = Field(default=512, ge=1, description="docker: processes the container may hold")
+    keep: bool = Field(default=False, description="docker: keep the container when the session closes")
+    # ssh
+    ssh: str | None = Field(default=None, description="ssh: 'user@box:/srv/app' (the remote project directory)")
+    port: int | None = Field(default=None, gt=0, lt=65536, description="ssh: port (else ~/.ssh/config's, else 22)")
+    identity_file: str | None = Field(default=None, description="ssh: private key file")
+    known_hosts: str | None = Field(default=None, description="ssh: known_hosts file (else ~/.ssh/known_hosts)")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, path: str) -> str:
+        if not Path(path).expanduser().is_absolute():
+            raise ValueError(f"{path!r} is not an absolute path (~ allowed)")
+        return path
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, memory: str | None) -> str | None:
+        if memory is not None and not _MEMORY.fullmatch(memory.strip()):
+            raise ValueError(f"{memory!r} is not a size: write bytes or a number with b, k, m or g, e.g. '2g'")
+        return memory
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, mounts: list[str]) -> list[str]:
+        for mount in mounts:
+            parts = mount.split(":")
+            mode_ok = len(parts) == 2 or (len(parts) == 3 and parts[2] in ("ro", "rw"))
+            if not mode_ok or not all(Path(p).expanduser().is_absolute() for p in parts[:2]):
+                raise ValueError(f"{mount!r} is not a mount: write 'SOURCE:TARGET' or 'SOURCE:TARGET:ro' with absolute paths")
+        return mounts
+
+    @property
+    def folder(self) -> Path:
+        """``path``, expanded and resolved."""
+        return Path(self.path).expanduser().resolve()
+
+
 class Config(_Strict):
     model: str | None = Field(default=None, description='"provider:model", e.g. "openai:gpt-4.1"')
     fallback_models: list[str] = Field(default_factory=list)
@@ -403,6 +461,7 @@ class Config(_Strict):
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     code: CodeConfig = Field(default_factory=CodeConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    projects: dict[str, ProjectConfig] = Field(default_factory=dict, description="where each project's files and commands live")
     # The value of HERMES_MODEL when ``model`` came from it: errors about that model name the variable.
     _model_from_env: str | None = PrivateAttr(default=None)
 
@@ -563,6 +622,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         raise ConfigError(f"{expected}. Fix it in the file or run 'hermes-editor setup'.", path=path, key=key) from None
     _check_model_forms(config, path)
     _check_mcp_servers(config, path)
+    _check_projects(config, path)
 
     for name in _ENV_PROVIDERS:
         profile = PROFILES[name]
@@ -652,6 +712,20 @@ def _check_mcp_servers(config: Config, path: Path) -> None:
                     expand_env_references(value.get_secret_value(), _AnyVariable())
                 except ValueError as exc:
                     raise ConfigError(f"{exc}.", path=path, key=f"{key}.{table}.{item}") from None
+
+
+def _check_projects(config: Config, path: Path) -> None:
+    """What each host needs, and ``[gateway] projects`` values that name a ``[projects.NAME]``
+    (replaced by its path, so a chat bound to it runs on its host)."""
+    for name, project in config.projects.items():
+        key = f"projects.{name}"
+        if project.host == "docker" and not project.image:
+            raise ConfigError('host "docker" needs image, e.g. image = "python:3.12-slim".', path=path, key=f"{key}.image")
+        if project.host == "ssh" and not project.ssh:
+            raise ConfigError('host "ssh" needs ssh, e.g. ssh = "user@box:/srv/app".', path=path, key=f"{key}.ssh")
+    for name, value in config.gateway.projects.items():
+        if value in config.projects:
+            config.gateway.projects[name] = config.projects[value].path
 
 
 class _AnyVariable(dict[str, str]):

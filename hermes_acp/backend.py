@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import Config
-from core.host.local import LocalHost
+from core.host.local import Host
 from hermes_acp.handshake import not_ready
 from surface_support.configuration import read_config
 
@@ -64,8 +65,19 @@ class Backend:
         self.watch = asyncio.create_task(watch_foreign_answers(self.agent.broker, self.store))
         return self.agent
 
-    def local(self) -> LocalHost:
-        return LocalHost(self.config.secrets if self.config else [])
+    def host(self, cwd: Path) -> Host:
+        """The host of a session in ``cwd`` (``[projects]`` decides; this machine by default).
+
+        Raises ACP's invalid-params error when the project's host cannot be had."""
+        from acp import RequestError
+
+        from core.config import ConfigError
+        from core.host.select import host_for
+
+        try:
+            return host_for(self.config, cwd, secrets=self.config.secrets if self.config else [])
+        except ConfigError as exc:
+            raise RequestError.invalid_params({"cwd": str(exc)}) from None
 
     async def aclose(self) -> None:
         """Release the agent's model client, stop watching answers given elsewhere, close the store."""

@@ -1,6 +1,8 @@
 """The ACP host: files through the editor (unsaved buffers included), commands in its terminal.
 
-Whatever the client does not offer falls back to the local host. ACP carries text only, so
+Whatever the client does not offer falls back to the session's own host. A project that lives
+elsewhere (``[projects.NAME] host = "docker"`` or ``"ssh"``) never uses the editor's files or
+terminal, which are on this machine: everything goes to its host. ACP carries text only, so
 whether a file is binary, and its encoding, come from disk; files in another encoding than
 UTF-8 are read and written on disk, where that encoding is kept.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.events import TerminalContent
-from core.host.local import BackgroundCommand, Emit, LocalHost
+from core.host.local import BackgroundCommand, Emit, Host, LocalHost
 from core.host.processes import CommandResult, OutputCapture, next_job_id
 from core.host.sandbox import Confinement
 from core.host.text_files import TextFile, read_text_file
@@ -31,14 +33,16 @@ TERMINAL_KEEP = 1_000_000  # what we ask the editor to keep; we cut it to head a
 
 
 class AcpHost:
-    def __init__(self, conn: Any, session_id: str, capabilities: Any, local: LocalHost) -> None:
+    def __init__(self, conn: Any, session_id: str, capabilities: Any, local: Host) -> None:
         self._conn = conn
         self._session_id = session_id
         fs = getattr(capabilities, "fs", None)
-        self.reads_via_client = bool(fs and fs.read_text_file)
-        self.writes_via_client = bool(fs and fs.write_text_file)
-        self.terminal_via_client = bool(getattr(capabilities, "terminal", False))
-        self._local = local
+        # Another host than this machine's: the editor's files and terminal are not where the work is.
+        self.passthrough = type(local) is not LocalHost
+        self.reads_via_client = bool(fs and fs.read_text_file) and not self.passthrough
+        self.writes_via_client = bool(fs and fs.write_text_file) and not self.passthrough
+        self.terminal_via_client = bool(getattr(capabilities, "terminal", False)) and not self.passthrough
+        self._local: Any = local
         self.jobs: dict[str, BackgroundCommand] = {}
         # Called when a background command ends (the server tells the user when no turn runs).
         self.on_job_end: Callable[[BackgroundCommand], Awaitable[None]] | None = None
@@ -50,6 +54,8 @@ class AcpHost:
         return (await self.read_file(path)).text
 
     async def read_file(self, path: Path) -> TextFile:
+        if self.passthrough:
+            return await self._local.read_file(path)
         try:
             on_disk: TextFile | None = await asyncio.to_thread(read_text_file, path)
         except FileNotFoundError:

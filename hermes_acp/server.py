@@ -128,7 +128,7 @@ class HermesAgent:
         try:
             path, roots = self._ops.check_cwd(cwd, mcp_servers, additional_directories)
             agent = await self._backend.core()
-            session = await agent.new_session(path, self._backend.local(), roots=roots, session_id=given)
+            session = await agent.new_session(path, self._backend.host(path), roots=roots, session_id=given)
             live = await self._ops.adopt(session, SessionChoices(model=agent.model.name))
             await self._ops.save_choices(live)
             if mcp_servers:
@@ -180,7 +180,7 @@ class HermesAgent:
         source = self._ops.sessions.get(session_id)
         if source is not None:
             await self._ops.wait_idle(source)
-        session = await agent.fork_session(session_id, self._backend.local(), cwd=path)
+        session = await agent.fork_session(session_id, self._backend.host(path), cwd=path)
         if session is None:
             raise RequestError.invalid_params({"sessionId": f"no session {session_id!r} to fork"})
         session.roots = roots

@@ -93,7 +93,7 @@ class SessionOps:
         if existing is not None:
             await self.wait_idle(existing)
             await self.shutdown(existing)
-        session = await agent.open_session(session_id, self._backend.local(), cwd=path)
+        session = await agent.open_session(session_id, self._backend.host(path), cwd=path)
         if session is None:
             raise RequestError.invalid_params({"sessionId": f"no stored session {session_id!r}; list them with session/list"})
         session.roots = roots

@@ -224,9 +224,10 @@ class Conversations:
         return conversation
 
     async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
-        from core.host.local import LocalHost
+        from core.host.select import host_for
 
-        session = await self._agent.open_session(session_id, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
+        path = Path(self._projects.paths[conversation.project])
+        session = await self._agent.open_session(session_id, host_for(self._config, path), mode=as_mode(conversation.mode))
         if session is not None:
             record = await self._agent.store.get_session(session_id)
             stored = (record.meta if record else None) or {}
@@ -285,10 +286,10 @@ class Conversations:
 
     async def new_session(self, conversation: Conversation, user_id: int | None) -> Session:
         """A fresh session in the chat's project, started by ``user_id`` (it is theirs)."""
-        from core.host.local import LocalHost
+        from core.host.select import host_for
 
         path = Path(self._projects.paths[conversation.project])
-        session = await self._agent.new_session(path, LocalHost(self._config.secrets), mode=as_mode(conversation.mode))
+        session = await self._agent.new_session(path, host_for(self._config, path), mode=as_mode(conversation.mode))
         if conversation.model is not None:
             self._apply_model(conversation, session)
             await self._agent.store.update_session(session.id, model=conversation.model, meta={"model": conversation.model})

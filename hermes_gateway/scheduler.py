@@ -105,7 +105,7 @@ class Scheduler:
         await self.deliver_due()
 
     async def _execute(self, run: RunRecord) -> None:
-        from core.host.local import LocalHost
+        from core.host.select import host_for
 
         jobs, cfg = self._jobs, self._config.cron
         job = await jobs.get_job(run.job_id)
@@ -116,7 +116,7 @@ class Scheduler:
         session_id = None
         try:
             agent = self._agent
-            session = await agent.new_session(Path(job.project), LocalHost(self._config.secrets), mode=as_mode(job.mode))
+            session = await agent.new_session(Path(job.project), host_for(self._config, Path(job.project)), mode=as_mode(job.mode))
             session_id = session.id
             if job.owner_id is not None:  # the run is its maker's; a machine job's run is the owner's
                 await self._gateway_store.record_starter(session.id, job.owner_id, chat_key=None, origin="cron")

@@ -263,7 +263,8 @@ class TaskManager:
         """Start a turn now and return at once in a folder within ``allowed`` (see hermes_mcp.projects).
 
         Raises TaskError, ProjectRefused or backend.NotReady."""
-        from core.host.local import LocalHost
+        from core.config import ConfigError
+        from core.host.select import host_for
         from core.messages import UserMessage
         from core.policy.approvals import MODES, as_mode
         from hermes_mcp.projects import confine
@@ -281,7 +282,13 @@ class TaskManager:
         path = confine(cwd, allowed) if cwd else None
         agent = await self._backend.agent()
         store = await self._backend.store()
-        host = LocalHost(self._backend.secrets)
+
+        def host(folder: Path):
+            try:
+                return host_for(self._backend.config, folder, secrets=self._backend.secrets)
+            except ConfigError as exc:
+                raise TaskError(str(exc)) from None
+
         if session_id:
             record = await store.get_session(session_id)
             if record is None:
@@ -291,7 +298,7 @@ class TaskManager:
             session = self._sessions.get(session_id)
             if session is None or session.cwd != path:
                 replaced = session
-                session = await agent.open_session(session_id, host, cwd=path, mode=chosen)
+                session = await agent.open_session(session_id, host(path), cwd=path, mode=chosen)
                 if session is None:
                     raise TaskError(f"No session {session_id!r}.")
                 self._sessions[session_id] = session
@@ -300,7 +307,7 @@ class TaskManager:
         else:
             if path is None:
                 raise TaskError("cwd is required for a new task: the absolute path of the project directory.")
-            session = await agent.new_session(path, host, mode=chosen)
+            session = await agent.new_session(path, host(path), mode=chosen)
             self._sessions[session.id] = session
         session.policy.mode = chosen
         self._on_project(session.cwd)
