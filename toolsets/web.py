@@ -33,18 +33,16 @@ from core.events import Notice
 from core.learning.screening import Finding, screen
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
-from core.tools.net import domain_listed, normal_host, pinned_client, resolve, special_address
+from core.tools.net import download, http_url, refuse_denied
 from core.tools.registry import ToolOutput, tool
 from core.version import version
 
 __all__ = ["web_fetch", "web_search"]
 
-MAX_REDIRECTS = 5
 _CACHE_SECONDS = 900.0
 _CACHED_PAGES = 32  # per session
 _CACHED_SESSIONS = 64
 _CACHED_CHARS = 40_000_000  # in all, so that the cache stays a few tens of MB
-_REDIRECTS = {301, 302, 303, 307, 308}
 _ACCEPT = "text/html,application/xhtml+xml,application/pdf;q=0.9,application/json;q=0.9,text/plain;q=0.8,*/*;q=0.5"
 
 
@@ -108,8 +106,8 @@ def _keep(session_id: str, url: str, page: _Page) -> None:
 async def web_fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
     """Read a URL: HTML as Markdown (main content), PDF as text, JSON and text as is. A long page ends with the offset to read on."""
     settings = ctx.settings.web
-    url = _checked_url(args.url)
-    _refuse_denied(url, settings)
+    url = http_url(args.url, "web_fetch")
+    refuse_denied(url, settings)
     page = _cached(ctx.session_id, str(url))
     if page is None:
         page = await _fetch(ctx, url, settings)
@@ -119,106 +117,21 @@ async def web_fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
     return ToolOutput(_render(page, args.offset, args.max_chars))
 
 
-def _checked_url(text: str) -> httpx.URL:
-    """``text`` as an http(s) URL with a host; a ToolError saying what is wrong otherwise."""
-    try:
-        url = httpx.URL(text.strip())
-    except (httpx.InvalidURL, ValueError) as exc:
-        raise ToolError(f"{text!r} is not a valid URL ({exc}).") from None
-    if url.scheme not in ("http", "https"):
-        raise ToolError(f"web_fetch reads http and https URLs only, not {url.scheme or 'a URL without a scheme'}: {text!r}.")
-    if not url.host:
-        raise ToolError(f"{text!r} has no host.")
-    return url
-
-
-def _refuse_denied(url: httpx.URL, settings: WebConfig) -> None:
-    if entry := domain_listed(url.host, settings.deny_domains):
-        raise ToolError(
-            f"Not allowed: {url.host} is in [web] deny_domains ({entry!r}) in config.toml, so it is never fetched. "
-            "Find the information elsewhere, or ask the user."
-        )
-
-
 async def _fetch(ctx: ToolContext, start: httpx.URL, settings: WebConfig) -> _Page:
-    """Download ``start``, following up to MAX_REDIRECTS redirects, each hop checked and approved
-    before it connects; then convert and screen what came back."""
-    url = start
-    approved: set[str] = set()  # hosts (and "host address" for special addresses) approved during this call
-    for hop in range(MAX_REDIRECTS + 1):
-        if hop:
-            _refuse_denied(url, settings)
-        host = normal_host(url.host)
-        port = url.port or (443 if url.scheme == "https" else 80)
+    """Download ``start`` (every hop checked and approved before it connects), then convert and
+    screen what came back."""
+    got = await download(start, settings, ctx.approve_network, max_bytes=settings.max_bytes, headers=_headers())
+    url = str(got.url)
+    note = f"the download stopped at {settings.max_bytes} bytes ([web] max_bytes); the rest was not read" if got.cut else ""
+    if got.status >= 400:
         try:
-            async with asyncio.timeout(settings.timeout):
-                addresses = await resolve(host, port)
-        except (OSError, TimeoutError) as exc:
-            raise ToolError(f"Could not resolve {host}: {exc or 'timed out'}.") from None
-        verb = "Follow a redirect to" if hop else "Fetch"
-        special = [(address, why) for address in addresses if (why := special_address(address))]
-        if special:
-            address, why = special[0]
-            named = str(address) if host == str(address) else f"{host} ({address})"
-            if f"{host} {address}" not in approved:  # a redirect within the same host and address was asked for
-                await ctx.approve_network(
-                    f"{verb} {url}: {named} is {why}",
-                    host,
-                    every_time=f"{address} is {why}: a request there reaches this machine or its network, so it asks every time",
-                )
-            approved.add(f"{host} {address}")
-        else:
-            address = addresses[0]
-            if host not in approved and not domain_listed(host, settings.allow_domains):
-                await ctx.approve_network(f"{verb} {url}", host)
-            approved.add(host)
-        try:
-            async with pinned_client(host, address, timeout=settings.timeout, headers=_headers()) as client:
-                async with asyncio.timeout(settings.timeout):
-                    async with client.stream("GET", url) as response:
-                        location = response.headers.get("location")
-                        if response.status_code in _REDIRECTS and location:
-                            url = _next_hop(url, location)
-                            continue
-                        body, note = await _read_capped(response, settings.max_bytes)
-                        status, reason = response.status_code, response.reason_phrase
-                        content_type = response.headers.get("content-type", "")
-        except TimeoutError:
-            raise ToolError(f"{url} did not answer within {settings.timeout:g} s ([web] timeout).") from None
-        except httpx.HTTPError as exc:
-            raise ToolError(f"Could not fetch {url}: {type(exc).__name__}: {exc}.") from None
-        if status >= 400:
-            try:
-                said = screen((await asyncio.to_thread(_convert, body, content_type, str(url), bool(note)))[1][:1000], str(url)).text
-            except ToolError:
-                said = ""
-            raise ToolError(f"{url} answered {status} {reason}." + (f" It said:\n{said}" if said.strip() else ""))
-        title, text = await asyncio.to_thread(_convert, body, content_type, str(url), bool(note))
-        screened = screen(text, str(url))
-        return _Page(str(url), title, content_type.split(";")[0].strip(), screened.text, screened.findings, note, time.monotonic())
-    raise ToolError(f"{start} redirected more than {MAX_REDIRECTS} times; stopped at {url}.")
-
-
-def _next_hop(url: httpx.URL, location: str) -> httpx.URL:
-    try:
-        target = url.join(location)
-    except (httpx.InvalidURL, ValueError):
-        raise ToolError(f"{url} redirected to {location!r}, which is not a valid URL.") from None
-    if target.scheme not in ("http", "https") or not target.host:
-        raise ToolError(f"{url} redirected to {location!r}; web_fetch follows http and https URLs only.")
-    return target
-
-
-async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, str]:
-    """The body up to ``limit`` bytes (decompressed), and a note when it was longer."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return b"".join(chunks)[:limit], f"the download stopped at {limit} bytes ([web] max_bytes); the rest was not read"
-    return b"".join(chunks), ""
+            said = screen((await asyncio.to_thread(_convert, got.body, got.content_type, url, got.cut))[1][:1000], url).text
+        except ToolError:
+            said = ""
+        raise ToolError(f"{url} answered {got.status} {got.reason}." + (f" It said:\n{said}" if said.strip() else ""))
+    title, text = await asyncio.to_thread(_convert, got.body, got.content_type, url, got.cut)
+    screened = screen(text, url)
+    return _Page(url, title, got.content_type.split(";")[0].strip(), screened.text, screened.findings, note, time.monotonic())
 
 
 _TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "application/x-javascript", "application/ecmascript")

@@ -1,5 +1,5 @@
-"""Addresses a tool may reach on the network: which ones are this machine's or its network's, and
-an HTTP client pinned to the address that was checked.
+"""Addresses a tool may reach on the network: which ones are this machine's or its network's, an
+HTTP client pinned to the address that was checked, and the one download that checks every hop.
 
 A host name is resolved once; every address it gives is checked (:func:`special_address`), and
 the connection goes to the checked address (:func:`pinned_client`), so a name that resolves to
@@ -13,12 +13,29 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpcore
 import httpx
 
-__all__ = ["Address", "domain_listed", "normal_host", "pinned_client", "resolve", "special_address"]
+from core.config import WebConfig
+from core.tools.errors import ToolError
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "Address",
+    "Approve",
+    "Download",
+    "domain_listed",
+    "download",
+    "http_url",
+    "normal_host",
+    "pinned_client",
+    "refuse_denied",
+    "resolve",
+    "special_address",
+]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -156,3 +173,120 @@ def pinned_client(host: str, address: Address, *, timeout: float, headers: dict[
         trust_env=False,
         headers=headers,
     )
+
+
+MAX_REDIRECTS = 5
+_REDIRECTS = {301, 302, 303, 307, 308}
+
+
+class Approve(Protocol):
+    """Asks before a hop connects, as ``ToolContext.approve_network`` does; raises to refuse."""
+
+    async def __call__(self, title: str, host: str, *, every_time: str = "") -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Download:
+    """What a URL answered, after redirects."""
+
+    url: httpx.URL  # where the body came from
+    status: int
+    reason: str
+    content_type: str
+    body: bytes  # at most the ``max_bytes`` asked for
+    cut: bool  # the body was longer, and the rest was not read
+
+
+def http_url(text: str, tool: str) -> httpx.URL:
+    """``text`` as an http(s) URL with a host; a ToolError naming ``tool`` and what is wrong otherwise."""
+    try:
+        url = httpx.URL(text.strip())
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise ToolError(f"{text!r} is not a valid URL ({exc}).") from None
+    if url.scheme not in ("http", "https"):
+        raise ToolError(f"{tool} reads http and https URLs only, not {url.scheme or 'a URL without a scheme'}: {text!r}.")
+    if not url.host:
+        raise ToolError(f"{text!r} has no host.")
+    return url
+
+
+def refuse_denied(url: httpx.URL, settings: WebConfig) -> None:
+    """A ToolError when ``url``'s host is in ``[web] deny_domains``."""
+    if entry := domain_listed(url.host, settings.deny_domains):
+        raise ToolError(
+            f"Not allowed: {url.host} is in [web] deny_domains ({entry!r}) in config.toml, so it is never fetched. "
+            "Find the information elsewhere, or ask the user."
+        )
+
+
+async def download(start: httpx.URL, settings: WebConfig, approve: Approve, *, max_bytes: int, headers: dict[str, str]) -> Download:
+    """GET ``start``, following up to MAX_REDIRECTS redirects. Each hop is checked before it
+    connects: refused when its host is in ``[web] deny_domains``; resolved, and an address of this
+    machine or its network asks every time (once per host and address in one download), naming
+    the address; any other host asks once per download unless ``[web] allow_domains`` covers it.
+    The connection goes to the checked address; each step (resolving, the request and its body)
+    within ``[web] timeout``; the body read up to ``max_bytes``. ToolError for what fails."""
+    url = start
+    approved: set[str] = set()  # hosts (and "host address" for special addresses) approved during this download
+    for hop in range(MAX_REDIRECTS + 1):
+        refuse_denied(url, settings)
+        host = normal_host(url.host)
+        try:
+            async with asyncio.timeout(settings.timeout):
+                addresses = await resolve(host, url.port or (443 if url.scheme == "https" else 80))
+        except (OSError, TimeoutError) as exc:
+            raise ToolError(f"Could not resolve {host}: {exc or 'timed out'}.") from None
+        verb = "Follow a redirect to" if hop else "Fetch"
+        special = [(address, why) for address in addresses if (why := special_address(address))]
+        if special:
+            address, why = special[0]
+            named = str(address) if host == str(address) else f"{host} ({address})"
+            if f"{host} {address}" not in approved:  # a redirect within the same host and address was asked for
+                await approve(
+                    f"{verb} {url}: {named} is {why}",
+                    host,
+                    every_time=f"{address} is {why}: a request there reaches this machine or its network, so it asks every time",
+                )
+            approved.add(f"{host} {address}")
+        else:
+            address = addresses[0]
+            if host not in approved and not domain_listed(host, settings.allow_domains):
+                await approve(f"{verb} {url}", host)
+            approved.add(host)
+        try:
+            async with pinned_client(host, address, timeout=settings.timeout, headers=headers) as client:
+                async with asyncio.timeout(settings.timeout), client.stream("GET", url) as response:
+                    location = response.headers.get("location")
+                    if response.status_code in _REDIRECTS and location:
+                        url = _next_hop(url, location)
+                        continue
+                    body, cut = await _read_capped(response, max_bytes)
+                    content_type = response.headers.get("content-type", "")
+                    return Download(url, response.status_code, response.reason_phrase, content_type, body, cut)
+        except TimeoutError:
+            raise ToolError(f"{url} did not answer within {settings.timeout:g} s ([web] timeout).") from None
+        except httpx.HTTPError as exc:
+            raise ToolError(f"Could not fetch {url}: {type(exc).__name__}: {exc}.") from None
+    raise ToolError(f"{start} redirected more than {MAX_REDIRECTS} times; stopped at {url}.")
+
+
+def _next_hop(url: httpx.URL, location: str) -> httpx.URL:
+    try:
+        target = url.join(location)
+    except (httpx.InvalidURL, ValueError):
+        raise ToolError(f"{url} redirected to {location!r}, which is not a valid URL.") from None
+    if target.scheme not in ("http", "https") or not target.host:
+        raise ToolError(f"{url} redirected to {location!r}; only http and https URLs are followed.")
+    return target
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """The body up to ``limit`` bytes (decompressed), and whether it was longer."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks)[:limit], True
+    return b"".join(chunks), False
