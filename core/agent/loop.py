@@ -73,6 +73,8 @@ class Delegated:
     depth: int = 1
     # The parent's broker, naming the subagent in its questions; None: the agent's.
     broker: ApprovalBroker | None = None
+    # Its name as the user sees it: "Subagent 2", and "Subagent 2.1" for one it runs.
+    label: str = ""
 
 
 @dataclass(slots=True)

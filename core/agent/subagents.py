@@ -106,7 +106,8 @@ class Subagents:
                 f"delegate got {len(tasks)} tasks; it takes at most {self.settings.max_tasks} ([delegate] max_tasks). "
                 "Give fewer, larger tasks, or call it again for the rest."
             )
-        runs = [_Run(n, task, f"{call_id}/{n}", emit) for n, task in enumerate(tasks, 1)]
+        above = parent.delegated.label if parent.delegated is not None else ""
+        runs = [_Run(f"{above}.{n}" if above else f"Subagent {n}", n, task, f"{call_id}/{n}", emit) for n, task in enumerate(tasks, 1)]
         for one in runs:  # every subagent is shown at once; those waiting for a slot stay pending
             await emit(ToolStarted(one.call_id, "delegate", one.label_title, "think", raw_input={"goal": one.task.goal}))
         gate = asyncio.Semaphore(self.settings.max_parallel)
@@ -177,8 +178,8 @@ class Subagents:
                 tools=tools,
                 max_steps=self.settings.max_steps,
                 depth=depth,
-                # Nested, through its parent's broker: the names compose into the ids the editor knows.
-                broker=_SubagentBroker((up.broker if up is not None else None) or agent.broker, one.label, f"{one.call_id}/"),
+                broker=_SubagentBroker.nested(up.broker if up is not None else None, agent.broker, one.label, f"{one.call_id}/"),
+                label=one.label,
             ),
         )
 
@@ -238,6 +239,7 @@ def _last_text(child: Session) -> str:
 class _Run:
     """One subagent as the parent's surface sees it: a tool call listing its progress."""
 
+    label: str  # "Subagent 2"; "Subagent 2.1" for the first one subagent 2 runs
     number: int
     task: SubagentTask
     call_id: str
@@ -251,12 +253,13 @@ class _Run:
     started: dict[str, ToolStarted] = field(default_factory=dict)
 
     @property
-    def label(self) -> str:
-        return f"Subagent {self.number}"
-
-    @property
     def label_title(self) -> str:
         return f"{self.label}: {title_from(self.task.goal) or 'task'}"
+
+    def titled(self, title: str) -> str:
+        """A title of the subagent's own call, named with the subagent; one that a subagent it runs
+        already named ("Subagent 2.1: ...") as it is."""
+        return title if title.startswith(f"{self.label}.") else f"{self.label}: {title}"
 
     def ident(self, child_call: str) -> str:
         """A subagent's tool call id as the parent's thread knows it (unique across subagents)."""
@@ -274,7 +277,7 @@ class _Run:
             await self._progress()
         elif isinstance(event, ToolUpdated):
             if self.ident(event.call_id) in self.shown:
-                title = f"{self.label}: {event.title}" if event.title else None
+                title = self.titled(event.title) if event.title else None
                 await self.emit(dataclasses.replace(event, call_id=self.ident(event.call_id), title=title))
         elif isinstance(event, ToolFinished):
             if (index := self.line_of.get(event.call_id)) is not None:
@@ -304,7 +307,7 @@ class _Run:
     async def _show(self, child_call: str) -> None:
         start = self.started[child_call]
         self.shown.add(self.ident(child_call))
-        await self.emit(dataclasses.replace(start, call_id=self.ident(child_call), title=f"{self.label}: {start.title}"))
+        await self.emit(dataclasses.replace(start, call_id=self.ident(child_call), title=self.titled(start.title)))
 
     def text(self) -> str:
         head = f"Goal: {self.task.goal}"
@@ -329,6 +332,14 @@ class _SubagentBroker(ApprovalBroker):
         self._inner = inner
         self._label = label
         self._prefix = prefix
+
+    @classmethod
+    def nested(cls, above: ApprovalBroker | None, agent: ApprovalBroker, label: str, prefix: str) -> _SubagentBroker:
+        """The broker of a subagent run by a session whose broker is ``above`` (None: the agent's,
+        ``agent``): a nested one's call ids carry every prefix above it, its title its own label only."""
+        if isinstance(above, _SubagentBroker):
+            return cls(above._inner, label, above._prefix + prefix)
+        return cls(above or agent, label, prefix)
 
     @property
     def pending(self) -> list[ApprovalRequest]:

@@ -30,10 +30,24 @@ def _agent(model: ScriptedModel, store: SessionStore, **settings) -> Agent:
     return agent
 
 
-async def _turn(agent: Agent, tmp_path, text: str = "go"):
-    session = await agent.new_session(tmp_path, LocalHost())
-    events = [e async for e in agent.run_turn(session, UserMessage.of(text))]
+async def _turn(agent: Agent, cwd, text: str = "go"):
+    """One turn of a new session in ``cwd``; every question is allowed once."""
+    session = await agent.new_session(cwd, LocalHost())
+    events = []
+    async for event in agent.run_turn(session, UserMessage.of(text)):
+        events.append(event)
+        if isinstance(event, PermissionNeeded):
+            await agent.broker.answer(event.request.id, Decision.ALLOW_ONCE, by="test")
     return session, events
+
+
+def _outside(tmp_path, text: str):
+    """A file outside the project (reading it asks), and the project."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text(text)
+    project = tmp_path / "project"
+    project.mkdir()
+    return outside, project
 
 
 def _result(session, call_id: str = "d1") -> ToolResultMessage:
@@ -102,22 +116,13 @@ async def test_nesting_needs_max_depth(store, tmp_path):
 
 
 async def test_a_subagents_read_that_asks_is_shown_as_its_own_call_before_the_question(store, tmp_path):
-    outside = tmp_path / "outside.txt"
-    outside.write_text("outside the project\n")
-    project = tmp_path / "project"
-    project.mkdir()
+    outside, project = _outside(tmp_path, "outside the project\n")
     script = [
         Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "read outside"}])]),
         Reply(tool_calls=[call("r1", "read_file", path=str(outside))]),
     ]
     model = ScriptedModel([*script, Reply("it says: outside"), Reply("ok")])
-    agent = _agent(model, store)
-    session = await agent.new_session(project, LocalHost())
-    events = []
-    async for event in agent.run_turn(session, UserMessage.of("go")):
-        events.append(event)
-        if isinstance(event, PermissionNeeded):
-            await agent.broker.answer(event.request.id, Decision.ALLOW_ONCE, by="test")
+    session, events = await _turn(_agent(model, store), project)
     (ask,) = [e for e in events if isinstance(e, PermissionNeeded)]
     assert ask.request.tool_call_id == "d1/1/r1" and ask.request.title.startswith("Subagent 1: Read ")
     assert ask.request.session_id == session.id  # the parent's question, wherever it is answered
@@ -128,10 +133,7 @@ async def test_a_subagents_read_that_asks_is_shown_as_its_own_call_before_the_qu
 
 
 async def test_a_nested_subagents_question_names_its_call_as_the_editor_knows_it(store, tmp_path):
-    outside = tmp_path / "outside.txt"
-    outside.write_text("far away\n")
-    project = tmp_path / "project"
-    project.mkdir()
+    outside, project = _outside(tmp_path, "far away\n")
     script = [
         Reply(tool_calls=[call("d1", "delegate", tasks=[{"goal": "outer"}])]),
         Reply(tool_calls=[call("d2", "delegate", tasks=[{"goal": "inner"}])]),
@@ -141,17 +143,15 @@ async def test_a_nested_subagents_question_names_its_call_as_the_editor_knows_it
         Reply("ok"),
     ]
     model = ScriptedModel(script)
-    agent = _agent(model, store, max_depth=2)
-    session = await agent.new_session(project, LocalHost())
-    events = []
-    async for event in agent.run_turn(session, UserMessage.of("go")):
-        events.append(event)
-        if isinstance(event, PermissionNeeded):
-            await agent.broker.answer(event.request.id, Decision.ALLOW_ONCE, by="test")
+    session, events = await _turn(_agent(model, store, max_depth=2), project)
     (ask,) = [e for e in events if isinstance(e, PermissionNeeded)]
     assert ask.request.tool_call_id == "d1/1/d2/1/r1"
+    assert ask.request.title.startswith("Subagent 1.1: Read "), ask.request.title  # its own name, not its parent's stacked on it
     shown = [i for i, e in enumerate(events) if isinstance(e, ToolStarted) and e.call_id == "d1/1/d2/1/r1"]
     assert shown and shown[0] < events.index(ask)
+    titles = {e.call_id: e.title for e in events if isinstance(e, ToolStarted)}
+    assert titles["d1/1"] == "Subagent 1: outer" and titles["d1/1/d2/1"] == "Subagent 1.1: inner"
+    assert titles["d1/1/d2"].startswith("Subagent 1: ") and titles["d1/1/d2/1/r1"].startswith("Subagent 1.1: Read ")
     assert {"d1/1", "d1/1/d2", "d1/1/d2/1"} <= {e.call_id for e in events if isinstance(e, ToolStarted)}
     assert all(model.requests[n].system.count(SUBAGENT_NOTE) == 1 for n in (1, 2))
     assert "outer done" in _result(session).content
