@@ -194,6 +194,11 @@ class AcpHost:
         except Exception:
             log.debug("watching background command %s failed", job.id, exc_info=True)
 
+    @property
+    def checkpoint_files(self) -> Any:
+        """Another machine's files for checkpoints (None: this machine's)."""
+        return getattr(self._local, "checkpoint_files", None)
+
     async def aclose(self) -> None:
         """Stop background commands and release their terminals."""
         for watcher in list(self._watchers):

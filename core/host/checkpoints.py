@@ -34,13 +34,13 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, TypeVarTuple
+from typing import Any, Protocol, TypeVar, TypeVarTuple
 
 from core.config import home
 from core.host.checkpoint_pruning import PruneReport, prune_repo, prune_when_due
 from core.host.text_files import write_atomic
 
-__all__ = ["KEEP_DAYS", "Checkpoint", "CheckpointFile", "Checkpoints", "UndoReport", "blob_id"]
+__all__ = ["KEEP_DAYS", "Checkpoint", "CheckpointFile", "Checkpoints", "FileAccess", "UndoReport", "blob_id", "register_files"]
 
 MANIFEST = "manifest.json"
 KEEP_DAYS = 30.0  # a session's checkpoints are kept this long after its newest one
@@ -52,6 +52,54 @@ _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 # A file as a preview of undo shows it: (path, its bytes now, the bytes undo restores); None: no file.
 _Row = tuple[Path, bytes | None, bytes | None]
+
+
+class FileAccess(Protocol):
+    """Files of another machine, for checkpoints (called from a worker thread)."""
+
+    @property
+    def label(self) -> str:
+        """Names the machine; recorded with each of its files."""
+        ...
+
+    def stat(self, path: Path) -> tuple[int, int] | None:
+        """(mode, size) of a regular file; None when there is none."""
+        ...
+
+    def exists(self, path: Path) -> bool: ...
+
+    def read_bytes(self, path: Path) -> bytes: ...
+
+    def write_bytes(self, path: Path, data: bytes, mode: int | None) -> None: ...
+
+    def unlink(self, path: Path) -> None: ...
+
+
+# The machines files can be checkpointed on, by label (a host registers itself when made).
+_MACHINES: dict[str, FileAccess] = {}
+
+
+def register_files(access: FileAccess) -> None:
+    """Let checkpoints of files on ``access.label`` be read and undone in this process."""
+    _MACHINES[access.label] = access
+
+
+def _machine(label: str | None) -> FileAccess | None:
+    if label is None:
+        return None
+    found = _MACHINES.get(label)
+    if found is None:
+        raise RuntimeError(f"the files of that checkpoint are on {label}, which this process is not connected to; undo from its session")
+    return found
+
+
+def _regular(files: FileAccess | None, path: Path) -> tuple[int, int] | None:
+    if files is not None:
+        return files.stat(path)
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return stat.st_mode & 0o7777, stat.st_size
 
 
 def blob_id(data: bytes) -> str:
@@ -66,6 +114,7 @@ class CheckpointFile:
     mode: int | None = None
     after: str | None = None  # blob id of what the turn wrote last; "" deleted; None unknown
     skipped: bool = False  # too large to keep
+    host: str | None = None  # the machine it is on (a FileAccess label); None: this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +175,12 @@ class Checkpoints:
     def repo_path(self) -> Path:
         return self.directory / "shadow.git"
 
-    async def snapshot(self, session_id: str, turn_id: str, paths: Iterable[Path]) -> None:
-        """Keep each path as it is now, unless this turn's checkpoint already holds it."""
+    async def snapshot(self, session_id: str, turn_id: str, paths: Iterable[Path], files: FileAccess | None = None) -> None:
+        """Keep each path as it is now, unless this turn's checkpoint already holds it.
+
+        ``files``: the machine the paths are on (None: this one)."""
         paths = [Path(p) for p in paths]
-        await asyncio.to_thread(self._locked, self._snapshot, session_id, turn_id, paths)
+        await asyncio.to_thread(self._locked, self._snapshot, session_id, turn_id, paths, files)
         prune_when_due(self.directory, self.prune)
 
     async def prune(self, *, keep_days: float = KEEP_DAYS, grace: float = 3600.0) -> PruneReport:
@@ -137,10 +188,10 @@ class Checkpoints:
         then delete objects that nothing points at and that are older than ``grace`` seconds."""
         return await asyncio.to_thread(self._locked, prune_repo, keep_days, grace)
 
-    async def record_written(self, session_id: str, turn_id: str, paths: Iterable[Path]) -> None:
+    async def record_written(self, session_id: str, turn_id: str, paths: Iterable[Path], files: FileAccess | None = None) -> None:
         """Note what the turn wrote, so that a later undo can tell if someone changed it since."""
         paths = [Path(p) for p in paths]
-        await asyncio.to_thread(self._locked, self._record_written, session_id, turn_id, paths)
+        await asyncio.to_thread(self._locked, self._record_written, session_id, turn_id, paths, files)
 
     async def list(self, session_id: str) -> list[Checkpoint]:
         """The session's checkpoints, newest first."""
@@ -211,7 +262,7 @@ class Checkpoints:
         ref = git.Reference(repo, _ref(session_id))
         return ref.commit if ref.is_valid() else None
 
-    def _snapshot(self, repo: Any, session_id: str, turn_id: str, paths: builtins.list[Path]) -> None:
+    def _snapshot(self, repo: Any, session_id: str, turn_id: str, paths: builtins.list[Path], machine: FileAccess | None) -> None:
         head = self._head(repo, session_id)
         manifest = _manifest(head) if head is not None else None
         if head is not None and manifest is not None and manifest["turn"] == turn_id:
@@ -221,36 +272,45 @@ class Checkpoints:
             manifest = {"session": session_id, "turn": turn_id, "created": time.time()}
         known = {f["path"] for f in files}
         added = False
+        label = machine.label if machine is not None else None
+        on = {"host": label} if label is not None else {}
         for path in paths:
-            if str(path) in known or not _plain_file_or_missing(path):
+            if str(path) in known:
                 continue
+            regular = _regular(machine, path)
+            exists = regular is not None or (machine.exists(path) if machine is not None else path.exists())
+            if regular is None and exists:
+                continue  # a directory or a device: not kept
             known.add(str(path))
             added = True
-            if not path.exists():
-                files.append({"path": str(path), "existed": False})
+            if regular is None:
+                files.append({"path": str(path), "existed": False, **on})
                 continue
-            stat = path.stat()
-            entry = {"path": str(path), "existed": True, "mode": stat.st_mode & 0o7777}
-            if stat.st_size > MAX_FILE_BYTES:
+            mode, size = regular
+            entry: dict[str, Any] = {"path": str(path), "existed": True, "mode": mode, **on}
+            if size > MAX_FILE_BYTES:
                 entry["skipped"] = True
             else:
-                executable = bool(stat.st_mode & 0o111)
-                entries.append(_entry(repo, _tree_path(path), path.read_bytes(), executable))
+                data = machine.read_bytes(path) if machine is not None else path.read_bytes()
+                entries.append(_entry(repo, _tree_path(path, label), data, bool(mode & 0o111)))
             files.append(entry)
         if added:
             manifest["files"] = files
             self._commit(repo, session_id, manifest, entries, parents, f"turn {turn_id}")
 
-    def _record_written(self, repo: Any, session_id: str, turn_id: str, paths: builtins.list[Path]) -> None:
+    def _record_written(self, repo: Any, session_id: str, turn_id: str, paths: builtins.list[Path], machine: FileAccess | None) -> None:
         head = self._head(repo, session_id)
         manifest = _manifest(head) if head is not None else None
         if head is None or manifest is None or manifest["turn"] != turn_id:
             return
         wanted = {str(p) for p in paths}
         for entry in manifest["files"]:
-            if entry["path"] in wanted:
+            if entry["path"] in wanted and entry.get("host") == (machine.label if machine is not None else None):
                 path = Path(entry["path"])
-                entry["after"] = blob_id(path.read_bytes()) if path.is_file() else ""
+                if machine is not None:
+                    entry["after"] = blob_id(machine.read_bytes(path)) if machine.stat(path) is not None else ""
+                else:
+                    entry["after"] = blob_id(path.read_bytes()) if path.is_file() else ""
         self._commit(repo, session_id, manifest, _file_entries(head), list(head.parents), f"turn {turn_id}")
 
     def _commit(
@@ -293,10 +353,14 @@ class Checkpoints:
         rows, conflicts = [], []
         for f in checkpoint.files:
             path = Path(f.path)
-            current = path.read_bytes() if path.is_file() else None
+            machine = _machine(f.host)
+            if machine is not None:
+                current = machine.read_bytes(path) if machine.stat(path) is not None else None
+            else:
+                current = path.read_bytes() if path.is_file() else None
             restored = None
             if f.existed and not f.skipped:
-                restored = (head.tree / _tree_path(path)).data_stream.read()
+                restored = (head.tree / _tree_path(path, f.host)).data_stream.read()
             if f.after is not None and (blob_id(current) if current is not None else "") != f.after:
                 conflicts.append(f.path)
             rows.append((path, current, restored))
@@ -317,10 +381,15 @@ class Checkpoints:
 
         previous = git.Reference(repo, undone_ref)
         entries, files = [], []
+        by_path = {f.path: f for f in checkpoint.files}
         for path, current, _ in rows:
-            files.append({"path": str(path), "existed": current is not None})
+            label = by_path[str(path)].host
+            files.append({"path": str(path), "existed": current is not None, **({"host": label} if label else {})})
             if current is not None:
-                entries.append(_entry(repo, _tree_path(path), current, os.access(path, os.X_OK)))
+                machine = _machine(label)
+                regular = machine.stat(path) if machine is not None else None
+                executable = bool(regular[0] & 0o111) if regular is not None else os.access(path, os.X_OK)
+                entries.append(_entry(repo, _tree_path(path, label), current, executable))
         saved = self._commit(
             repo,
             session_id,
@@ -331,16 +400,22 @@ class Checkpoints:
             ref=undone_ref,
         )
         report.saved_as = saved.hexsha
-        by_path = {f.path: f for f in checkpoint.files}
         for path, current, restored in rows:
             entry = by_path[str(path)]
+            machine = _machine(entry.host)
             if entry.skipped:
                 report.skipped.append(str(path))
             elif restored is not None:
-                write_atomic(path, restored, mode=entry.mode)
+                if machine is not None:
+                    machine.write_bytes(path, restored, entry.mode)
+                else:
+                    write_atomic(path, restored, mode=entry.mode)
                 report.restored.append(str(path))
             elif current is not None:
-                path.unlink()
+                if machine is not None:
+                    machine.unlink(path)
+                else:
+                    path.unlink()
                 report.removed.append(str(path))
         head = repo.commit(checkpoint.id)
         if head.parents:
@@ -403,12 +478,9 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
 
 
-def _tree_path(path: Path) -> str:
-    return "files/" + str(path).replace("\\", "/").replace(":", "").lstrip("/")
-
-
-def _plain_file_or_missing(path: Path) -> bool:
-    return path.is_file() or not path.exists()
+def _tree_path(path: Path, host: str | None = None) -> str:
+    where = f"hosts/{_safe(host)}/" if host else ""
+    return "files/" + where + str(path).replace("\\", "/").replace(":", "").lstrip("/")
 
 
 def _entry(repo: Any, path: str, data: bytes, executable: bool) -> Any:
@@ -437,6 +509,7 @@ def _manifest(commit: Any) -> dict[str, Any]:
 def _checkpoint(commit: Any) -> Checkpoint:
     manifest = _manifest(commit)
     files = tuple(
-        CheckpointFile(f["path"], f["existed"], f.get("mode"), f.get("after"), f.get("skipped", False)) for f in manifest.get("files", [])
+        CheckpointFile(f["path"], f["existed"], f.get("mode"), f.get("after"), f.get("skipped", False), f.get("host"))
+        for f in manifest.get("files", [])
     )
     return Checkpoint(commit.hexsha, manifest["session"], manifest["turn"], manifest["created"], files)

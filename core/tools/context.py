@@ -161,6 +161,15 @@ class ToolContext:
         ruling = Ruling("ask", every_time, False) if every_time else self.policy.network_ruling(action)
         await self._gate(action, title=title, ruling=ruling)
 
+    async def ask_yes_no(self, title: str, detail: str) -> bool:
+        """Ask the user a question the host has (an unknown SSH host key); never remembered."""
+        action = Action(self.tool_name, self.tool_kind, True, ())
+        try:
+            await self._gate(action, title=title, detail=detail, ruling=Ruling("ask", detail, False))
+        except ToolRejected:
+            return False
+        return True
+
     async def require_write(self, title: str, *, flagged: str = "") -> None:
         """Let a learning write (a memory entry, a skill) go ahead as the policy rules: its
         refusals stand (read-only mode); unflagged text needs no question; text screening
@@ -260,10 +269,11 @@ class ToolContext:
         store = self.checkpoints or Checkpoints()
         turn = self.turn_id or self.call_id or "call"
         try:
+            machine = getattr(self.host, "checkpoint_files", None)  # another machine's files
             if written:
-                await store.record_written(self.session_id, turn, paths)
+                await store.record_written(self.session_id, turn, paths, machine)
             else:
-                await store.snapshot(self.session_id, turn, paths)
+                await store.snapshot(self.session_id, turn, paths, machine)
         except ImportError:
             log.warning("GitPython is unavailable: changes are not checkpointed")
         except Exception as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from core.events import DiffContent, Location, ToolContent, ToolKind
+from core.host.questions import host_questions
 from core.messages import ToolCallPart, ToolResultMessage
 from core.redaction import scrub
 from core.tools.context import ToolContext
@@ -109,6 +110,7 @@ async def run_prepared(prepared: PreparedCall, ctx: ToolContext) -> ToolRun:
         return fail(prepared.error or f"Unknown tool '{call.name}'.")
     ctx.tool_name, ctx.tool_kind = found.name, found.kind
     ctx.call_id = call.id
+    asking = host_questions.set(ctx.ask_yes_no)
     try:
         output = await found.func(ctx, prepared.args)
     except ToolError as exc:
@@ -120,6 +122,8 @@ async def run_prepared(prepared: PreparedCall, ctx: ToolContext) -> ToolRun:
     except Exception as exc:  # a bug in a tool must not end the turn
         log.exception("tool %s crashed", call.name)
         return fail(f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+    finally:
+        host_questions.reset(asking)
     if isinstance(output, str):
         output = ToolOutput(output)
     content = list(output.content) or [DiffContent(d.path, d.old_text, d.new_text) for d in output.diffs]
