@@ -85,6 +85,8 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
     record(await check_store())
     record(check_hermes_acp())
     record(check_sandbox())
+    for check in await asyncio.to_thread(check_docker_projects, config):
+        record(check)
     record(check_mcp_token())
     record(check_node())
 
@@ -298,6 +300,31 @@ def check_sandbox() -> Check:
     return Check(
         False, f"No sandbox: {found.detail}. In accept-edits and auto, every command that does more than read asks", fix, required=False
     )
+
+
+def check_docker_projects(config: Config | None) -> list[Check]:
+    """For ``[projects.NAME] host = "docker"``: whether the daemon answers and each image is there."""
+    docker = {name: p for name, p in (config.projects if config else {}).items() if p.host == "docker"}
+    if not docker:
+        return []
+    from core.host.docker import DockerUnavailable, daemon_status, image_present
+
+    reachable, detail = daemon_status()
+    if not reachable:
+        return [Check(False, f"Docker projects ({', '.join(docker)}) cannot run commands: {detail}", "Start Docker, or set DOCKER_HOST.")]
+    checks = [Check(True, f"Docker daemon: {detail}")]
+    for name, project in docker.items():
+        try:
+            present = image_present(project.image or "")
+        except DockerUnavailable as exc:
+            checks.append(Check(False, f"Project {name}: {exc}"))
+            continue
+        if present:
+            checks.append(Check(True, f"Project {name}: image {project.image} is present"))
+        else:
+            fix = f"Build it (docker build -t {project.image} .) or pull it (docker pull {project.image})"
+            checks.append(Check(False, f"Project {name}: image {project.image} is not on the Docker daemon", fix))
+    return checks
 
 
 def check_mcp_token() -> Check:
