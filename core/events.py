@@ -167,6 +167,9 @@ class PermissionNeeded:
 
 @dataclass(frozen=True, slots=True)
 class UsageUpdated:
+    """A model request's usage (``step``); the session's so far, its subagents' included
+    (``total``); and how much of the context window the session's own conversation fills."""
+
     step: Usage
     total: Usage
     context_tokens: int

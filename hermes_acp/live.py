@@ -47,11 +47,11 @@ def iso(timestamp: float) -> str:
 
 
 def cost_text(session) -> str:
-    usage = session.usage
-    lines = [
-        f"Input tokens: {usage.input_tokens:,} (cache reads {usage.cache_read_tokens:,}, cache writes {usage.cache_write_tokens:,})",
-        f"Output tokens: {usage.output_tokens:,}",
-    ]
+    """``/cost``: the session's tokens and cost, its subagents' included."""
+    from surface_support.usage import subagents_cost, token_lines
+
+    usage = session.billed()
+    lines = token_lines(usage, session.subagents_usage)
     unknown = 'Cost: unknown price for this model; set [pricing."provider:model"] input = ..., output = ... in config.toml (USD per million tokens)'
-    lines.append(f"Cost: ${usage.cost_usd:.4f}" if usage.cost_usd is not None else unknown)
+    lines.append(f"Cost: ${usage.cost_usd:.4f}{subagents_cost(session.subagents_usage)}" if usage.cost_usd is not None else unknown)
     return "\n".join(lines)

@@ -189,6 +189,7 @@ class Commands:
 
     async def cmd_cost(self, update: Update, target: Target, arg: str) -> None:
         from core.models.pricing import PRICES_AS_OF, TABLE, price_for, price_hint
+        from surface_support.usage import subagents_cost, token_lines
 
         conversation = await self._conversations.get(target)
         session = conversation.session
@@ -196,16 +197,12 @@ class Commands:
         if session is None:
             await self._say(target, f"No session yet in this chat (model `{label}`). Send a message to start one.")
             return
-        usage = session.usage
-        lines = [
-            f"Session {session.id[:8]}, model `{label}`",
-            f"Input tokens: {usage.input_tokens:,} (cache reads {usage.cache_read_tokens:,}, cache writes {usage.cache_write_tokens:,})",
-            f"Output tokens: {usage.output_tokens:,}",
-        ]
+        usage = session.billed()
+        lines = [f"Session {session.id[:8]}, model `{label}`", *token_lines(usage, session.subagents_usage)]
         ref = self._config.model_ref(label)
         price = price_for(ref, self._config.pricing) if ref is not None else None
         if usage.cost_usd is not None:
-            lines.append(f"Cost: ${usage.cost_usd:.4f}")
+            lines.append(f"Cost: ${usage.cost_usd:.4f}{subagents_cost(session.subagents_usage)}")
         elif usage.input_tokens or usage.output_tokens:
             lines.append(f"Cost: {price_hint(label)}" if price is None else "Cost: not known for the requests made so far")
         if price is not None and ref is not None:

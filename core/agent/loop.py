@@ -109,6 +109,15 @@ class Session:
     compression: Compression | None = None
     # Set for a subagent's session (see core.agent.subagents).
     delegated: Delegated | None = None
+    # What the subagents this session ran used (their own sessions hold it; ``usage`` leaves it out).
+    subagents_usage: Usage = field(default_factory=Usage)
+
+    def billed(self) -> Usage:
+        """The session's usage with its subagents': what its turns cost."""
+        total = Usage()
+        total.add(self.usage)
+        total.add(self.subagents_usage)
+        return total
 
 
 class Agent:
@@ -177,6 +186,7 @@ class Agent:
         session.usage = Usage(
             record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.cost_usd
         )
+        session.subagents_usage = await self.store.subagents_usage(session_id)
         return session
 
     async def fork_session(self, source_id: str, host: Host, *, cwd: Path, mode: Mode = "ask") -> Session | None:
@@ -321,7 +331,7 @@ class Agent:
         await self._append(session, done.message)
         u = done.usage
         context = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
-        await turn.emit(UsageUpdated(u, session.usage, context + u.output_tokens, session.context_window))
+        await turn.emit(UsageUpdated(u, session.billed(), context + u.output_tokens, session.context_window))
         if not done.message.tool_calls:
             raise ModelFinished(done.finish_reason)
         await self._execute(session, done.message.tool_calls, turn)

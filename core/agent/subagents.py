@@ -128,6 +128,7 @@ class Subagents:
 
     async def _one(self, parent: Session, turn_id: str | None, call_id: str, one: _Run, gate: asyncio.Semaphore) -> SubagentOutcome:
         """One subagent, start to end; every failure becomes its outcome (cancellation re-raises once it is shown)."""
+        child: Session | None = None
         try:
             async with gate:
                 await one.emit(ToolUpdated(one.call_id))  # in progress
@@ -139,6 +140,9 @@ class Subagents:
         except Exception as exc:  # one subagent's failure is its own outcome, not the parent's turn's
             log.exception("subagent %s failed", one.call_id)
             outcome = SubagentOutcome(one.task, "failed", f"The subagent could not run: {type(exc).__name__}: {exc}", one.session_id)
+        finally:
+            if child is not None:  # what it used is billed with the parent's turn
+                parent.subagents_usage.add(child.billed())
         await one.finish(outcome)
         return dataclasses.replace(outcome, report=bounded_report(outcome.report, self.settings.report_chars, one.session_id))
 

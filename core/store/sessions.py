@@ -20,7 +20,7 @@ from typing import Any, Self, TypeVar
 import aiosqlite
 
 from core.config import home
-from core.messages import AssistantMessage, Message, ToolResultMessage, dump_message, load_message, searchable_text
+from core.messages import AssistantMessage, Message, ToolResultMessage, Usage, dump_message, load_message, searchable_text
 from core.redaction import scrub
 from core.store import db
 from core.store.approvals import ApprovalQueries
@@ -182,6 +182,19 @@ class SessionStore(ApprovalQueries):
             "SELECT * FROM sessions WHERE parent_id = ? AND parent_call_id IS NOT NULL ORDER BY created_at, rowid", (parent_id,)
         )
         return [SessionRecord.from_row(row) for row in rows]
+
+    async def subagents_usage(self, session_id: str) -> Usage:
+        """The usage of every session subagents ran in for ``session_id`` (and the subagents those
+        ran), summed: a session's own totals leave them out."""
+        row = await self._fetchone(
+            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
+            " COALESCE(SUM(cache_write_tokens), 0), SUM(cost_usd) FROM sessions WHERE id IN (WITH RECURSIVE sub(id) AS ("
+            " SELECT id FROM sessions WHERE parent_id = ? AND parent_call_id IS NOT NULL"
+            " UNION SELECT s.id FROM sessions s JOIN sub ON s.parent_id = sub.id WHERE s.parent_call_id IS NOT NULL"
+            ") SELECT id FROM sub)",
+            (session_id,),
+        )
+        return Usage(*row) if row is not None else Usage()
 
     async def update_session(
         self,

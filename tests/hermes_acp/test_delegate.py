@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -319,3 +321,40 @@ def _cmdline_has(pid: str, marker: str) -> bool:
         return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+async def test_cost_counts_the_subagents_once(hermes_home, project):
+    priced = {"input_tokens": 100, "output_tokens": 10, "cost": 0.01}
+    parent = [{**_call("call_d", "delegate", {"tasks": [{"goal": "Say hi"}]}), "usage": priced}, {"text": "Done.", "usage": priced}]
+    sub = {"input_tokens": 40, "output_tokens": 4, "cost": 0.005}
+    with SubagentServer(parent, lambda body: {"text": "HI-REPORT", "usage": sub}) as server:
+        client = Client()
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = await _session(conn, project)
+            await conn.prompt(session_id=sid, prompt=[acp.text_block(PARENT_PROMPT)])
+            meter = client.of_kind("usage_update")[-1]
+            before = len(client.of_kind("agent_message_chunk"))
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("/cost")])
+            live = "".join(u.content.text for u in client.of_kind("agent_message_chunk")[before:])
+        again = Client()
+        async with running_agent(again, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+            before = len(again.of_kind("agent_message_chunk"))
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("/cost")])
+            loaded = "".join(u.content.text for u in again.of_kind("agent_message_chunk")[before:])
+    # The turn's bill is the parent's two requests and the subagent's one; the subagent's share is named.
+    assert meter.cost is not None and meter.cost.amount == pytest.approx(0.025)
+    for shown in (live, loaded):
+        assert "Input tokens: 240 " in shown and "Output tokens: 24" in shown, shown
+        assert "Of which subagents: 40 input, 4 output tokens" in shown, shown
+        assert "Cost: $0.0250 (of which subagents: $0.0050)" in shown, shown
+    # Each session keeps its own usage, so the store's totals count the subagent once.
+    stats = subprocess.run(
+        [str(Path(sys.executable).parent / "hermes-editor"), "sessions", "stats", "--json"],
+        capture_output=True,
+        text=True,
+        env=agent_env(hermes_home, None),
+        timeout=90,
+    )
+    found = json.loads(stats.stdout)
+    assert (found["input_tokens"], found["output_tokens"]) == (240, 24) and found["cost_usd"] == pytest.approx(0.025), stats.stdout
