@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("search_1m.py", ["--rounds", "1", "--messages", "2000"], "queries"),
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
         ("code_shape.py", ["HEAD", "HEAD"], "after"),
+        ("host_overhead.py", ["--rounds", "2"], "hosts"),
     ],
 )
 def test_benchmark_prints_its_figures(script, args, key):
