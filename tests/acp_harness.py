@@ -44,6 +44,18 @@ async def until(predicate: Any, timeout: float = 20.0, what: str = "the expected
     return found
 
 
+def processes_with(marker: str) -> list[str]:
+    """The ids of this machine's processes whose command line holds ``marker`` (Linux /proc)."""
+
+    def has(pid: str) -> bool:
+        try:
+            return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    return [pid for pid in os.listdir("/proc") if pid.isdigit() and has(pid)]
+
+
 def hermes_acp() -> str:
     path = BIN / "hermes-acp"
     assert path.exists(), f"{path} is missing: install the project (pip install -e .[test])"

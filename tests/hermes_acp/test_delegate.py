@@ -16,7 +16,7 @@ import pytest
 
 from core.messages import AssistantMessage, ToolResultMessage, UserMessage
 from core.store import SessionStore
-from tests.acp_harness import Client, agent_env, running_agent, until
+from tests.acp_harness import Client, agent_env, processes_with, running_agent, until
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
 PARENT_PROMPT = "PARENT-ONLY-WORDS: look into alpha and beta for me"
@@ -299,10 +299,7 @@ async def test_cancel_stops_every_subagent_and_its_command(hermes_home, project)
             # The open model request was dropped and the command's processes are gone.
             await asyncio.to_thread(server.wait_for, lambda: server.hangs_ended == 1, 20, "the hanging request to be dropped")
 
-            def running() -> list[str]:
-                return [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]
-
-            await until(lambda: not running(), timeout=15, what="the subagent's command to be stopped")
+            await until(lambda: not processes_with(marker), timeout=15, what="the subagent's command to be stopped")
             requests = len(server.requests)
             # The session still answers; the subagents made no request after the cancel.
             server.parent_script.append({"text": "still here"})
@@ -314,13 +311,6 @@ async def test_cancel_stops_every_subagent_and_its_command(hermes_home, project)
     for call_id in ("call_d/1", "call_d/2", "call_d/1/call_sleep", "call_d"):
         assert client.tool_updates(call_id)[-1].status == "failed", call_id
     assert "Cancelled" in client.tool_updates("call_d/2")[-1].content[0].content.text
-
-
-def _cmdline_has(pid: str, marker: str) -> bool:
-    try:
-        return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
 
 
 async def test_cost_counts_the_subagents_once(hermes_home, project):

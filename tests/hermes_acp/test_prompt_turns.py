@@ -11,7 +11,7 @@ import pytest
 
 from core.messages import AssistantMessage, UserMessage
 from core.store import SessionStore
-from tests.acp_harness import Client, agent_env, running_agent, until
+from tests.acp_harness import Client, agent_env, processes_with, running_agent, until
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
 
@@ -205,22 +205,12 @@ async def test_cancel_while_waiting_for_permission_and_running_command(hermes_ho
             await conn.cancel(session_id=sid)
             response = await asyncio.wait_for(turn, 10)  # the command alone would take 30 s
 
-            def running() -> list[str]:
-                return [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]
-
             # The answer came because the command was stopped, not because it ended: its processes
             # go (a killed sandbox's PID namespace is torn down by the kernel a moment later),
             # long before the 30 s the command would have taken.
-            await until(lambda: not running(), timeout=10, what="the cancelled command's processes to be gone")
+            await until(lambda: not processes_with(marker), timeout=10, what="the cancelled command's processes to be gone")
     assert response.stop_reason == "cancelled"
     assert client.tool_updates("call_1")[-1].status == "failed"
-
-
-def _cmdline_has(pid: str, marker: str) -> bool:
-    try:
-        return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
 
 
 async def test_conversation_is_saved_and_searchable(hermes_home, project):
