@@ -48,6 +48,11 @@ class AcpHost:
         self.on_job_end: Callable[[BackgroundCommand], Awaitable[None]] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
 
+    @property
+    def where(self) -> str | None:
+        """The host tool call titles name (None: this machine)."""
+        return getattr(self._local, "where", None)
+
     # --- files -------------------------------------------------------------------------
 
     async def read_text(self, path: Path) -> str:
@@ -193,6 +198,11 @@ class AcpHost:
             raise
         except Exception:
             log.debug("watching background command %s failed", job.id, exc_info=True)
+
+    @property
+    def remote_files(self) -> Any:
+        """Another machine's searches and listings (None: this machine's files)."""
+        return getattr(self._local, "remote_files", None)
 
     @property
     def checkpoint_files(self) -> Any:

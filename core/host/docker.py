@@ -277,7 +277,7 @@ class DockerHost(LocalHost):
         self.project_name = name
         self.project = project
         self.image = project.image
-        self.label = f"docker: {project.image}"
+        self.where = f"docker: {project.image}"  # named in tool call titles
         self.folder = project.folder
         self.user = _owner(self.folder)
         self._mounts = [self.folder] + [Path(m.split(":")[1]) for m in project.mounts]

@@ -56,6 +56,9 @@ class PreparedCall:
         return [Location(str(p)) for p in self.paths]
 
 
+_WHERE_KINDS = ("read", "edit", "delete", "move", "search", "execute")
+
+
 def prepare(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> PreparedCall:
     """Find the tool and validate the arguments, once; the title and paths come from the parsed arguments."""
     found = tools.get(call.name)
@@ -79,6 +82,9 @@ def prepare(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> Pre
             title = found.title(args)
         except Exception:
             pass
+        where = getattr(ctx.host, "where", None)  # a host other than this machine names itself
+        if isinstance(where, str) and where and found.kind in _WHERE_KINDS:
+            title = f"{title} ({where})"
         try:
             paths = [ctx.resolve(p) for p in found.paths(args)]
         except Exception:

@@ -95,6 +95,8 @@ async def test_a_docker_project_end_to_end(hermes_home, project):
             assert (project / "notes.txt").read_text() == "price = 10\nextra = 1\n"
             assert results["o1"].startswith("running\nbg-start"), results["o1"]
             assert client.reads == [] and client.writes == [] and client.terminals == {}, "the editor's files and terminal are not used"
+            started = next(u for u in client.tool_updates("c1") if u.session_update == "tool_call")
+            assert started.title.endswith(f"(docker: {image})"), started.title
 
             (project / "go").touch()
             turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block("sleep")]))
