@@ -269,6 +269,18 @@ class SshHost:
             raise SshError(f"{path} is outside the remote project ({root} on {self.target.label}); only files inside it can be used.")
         return str(candidate)
 
+    def local(self, remote: str) -> Path:
+        """The path the session knows ``remote`` by: under the local folder when there is one."""
+        path = PurePosixPath(remote)
+        if self.local_root is not None and (path == self.target.root or path.is_relative_to(self.target.root)):
+            return self.local_root / path.relative_to(self.target.root)
+        return Path(remote)
+
+    @property
+    def remote_files(self) -> SshHost:
+        """Searches and listings go through this host (its files are not on this machine)."""
+        return self
+
     # --- files -----------------------------------------------------------------------
 
     async def _files(self, what: str, path: Path | str, action: Callable[[asyncssh.SFTPClient], Awaitable[Any]]) -> Any:
@@ -369,6 +381,44 @@ class SshHost:
 
         await self._files("Moving", source, move)
 
+    async def listdir(self, path: Path | str) -> list[tuple[str, str, int, str]]:
+        """A directory's entries as (name, kind "dir"/"file"/"link"/"other", size, link target)."""
+        remote = self.remote(path)
+
+        async def listing(sftp: asyncssh.SFTPClient) -> list[tuple[str, str, int, str]]:
+            out = []
+            for entry in await sftp.readdir(remote):
+                name = entry.filename if isinstance(entry.filename, str) else entry.filename.decode("utf-8", "replace")
+                if name in (".", ".."):
+                    continue
+                kind = _KINDS.get(entry.attrs.type or 0, "other")
+                target = ""
+                if kind == "link":
+                    with contextlib.suppress(asyncssh.SFTPError):
+                        target = str(await sftp.readlink(f"{remote}/{name}"))
+                out.append((name, kind, entry.attrs.size or 0, target))
+            return sorted(out)
+
+        result: list[tuple[str, str, int, str]] = await self._files("Listing", path, listing)
+        return result
+
+    async def kind_of(self, path: Path | str) -> str | None:
+        """ "dir", "file", "link" or "other" (symlinks followed); None when nothing is there."""
+        attrs = await self.stat(path)
+        return None if attrs is None else _KINDS.get(attrs.type or 0, "other")
+
+    async def capture(self, argv: list[str]) -> tuple[int | None, bytes, bytes]:
+        """Run a read-only program (a search) to its end: exit status, stdout, stderr."""
+        conn = await self.connection()
+        script = f"exec /bin/sh -c {shlex.quote(shlex.join(argv))}"
+        try:
+            done = await conn.run(script, check=False, stdin=asyncssh.DEVNULL, encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            self._dropped()
+            raise self._error(exc) from None
+        out, err = done.stdout or b"", done.stderr or b""
+        return done.exit_status, out if isinstance(out, bytes) else out.encode(), err if isinstance(err, bytes) else err.encode()
+
     # --- commands --------------------------------------------------------------------
 
     def _script(self, command: str, cwd: Path | str) -> str:
@@ -463,6 +513,13 @@ class SshHost:
             with contextlib.suppress(Exception):
                 await self._conn.wait_closed()
         self._conn, self._sftp = None, None
+
+
+_KINDS = {
+    asyncssh.FILEXFER_TYPE_DIRECTORY: "dir",
+    asyncssh.FILEXFER_TYPE_REGULAR: "file",
+    asyncssh.FILEXFER_TYPE_SYMLINK: "link",
+}
 
 
 def _pattern(host: str, port: int | None) -> str:

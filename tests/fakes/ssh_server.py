@@ -27,11 +27,12 @@ def known_hosts_line(port: int, key: asyncssh.SSHKey) -> str:
 
 
 class SshServer:
-    def __init__(self, box: Path) -> None:
+    def __init__(self, box: Path, *, path: str = "/usr/local/bin:/usr/bin:/bin") -> None:
         bwrap = shutil.which("bwrap")
         assert bwrap, "the SSH tests need bubblewrap (bwrap): install the 'bubblewrap' package"
         self.bwrap = bwrap
         self.box = box
+        self.path = path  # the remote's PATH: which programs (ripgrep, say) it has
         (box / "srv").mkdir(parents=True, exist_ok=True)
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
         self.client_key = asyncssh.generate_private_key("ssh-ed25519")
@@ -76,7 +77,12 @@ class SshServer:
         argv = [self.bwrap, "--ro-bind", "/", "/", "--bind", str(self.box / "srv"), "/srv", "--dev", "/dev", "--proc", "/proc"]
         argv += ["--new-session", "--die-with-parent", "/bin/sh", "-c", command]
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env={"PATH": self.path, "HOME": "/srv", "LANG": "C.UTF-8"},
         )
 
         async def pump(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import acp
@@ -157,3 +158,59 @@ async def test_host_keys_unknown_asks_once_changed_is_refused(hermes_home, tmp_p
             assert "does not match the one in" in result and box.host_key.get_fingerprint() in result, result
             assert "could not read" in client.text(), "the turn goes on"
             assert len(client.permission_requests) == 1
+
+
+@pytest.mark.parametrize("ripgrep", [True, False], ids=["remote-ripgrep", "walked-over-sftp"])
+async def test_search_tools_look_at_the_remote(hermes_home, tmp_path, ripgrep):
+    rg = Path(sys.executable).parent / "rg"
+    assert rg.exists(), "the ripgrep package provides rg next to Python"
+    bin_dir = tmp_path / "remote-bin"
+    bin_dir.mkdir()
+    if ripgrep:
+        (bin_dir / "rg").symlink_to(rg)
+    box = SshServer(tmp_path / "box", path=f"{bin_dir}:/usr/bin:/bin")
+    app = box.box / "srv" / "app"
+    (app / "src" / "deep").mkdir(parents=True)
+    (app / "build").mkdir()
+    (app / ".gitignore").write_text("build/\n")
+    (app / "src" / "main.py").write_text("import os\n\ndef main():\n    return TOKEN_X\n")
+    (app / "src" / "deep" / "util.py").write_text("TOKEN_X = 1\n")
+    (app / "build" / "out.py").write_text("TOKEN_X = 2\n")
+    (app / "README.md").write_text("TOKEN_X is documented\n")
+    box.start_in_thread()
+    try:
+        mirror = tmp_path / "mirror"
+        mirror.mkdir()
+        known = tmp_path / "known_hosts"
+        known.write_text(known_hosts_line(box.port, box.host_key))
+        _configure(hermes_home, box, mirror, known)
+        script = [
+            _call("grep", {"pattern": "TOKEN_X", "glob": "*.py"}, "g1"),
+            _call("grep", {"pattern": "TOKEN_(?=X)", "path": "src", "context": 1}, "g2"),
+            _call("glob", {"pattern": "**/*.py"}, "f1"),
+            _call("list_dir", {"depth": 2}, "l1"),
+            _call("grep", {"pattern": "x", "path": "missing"}, "m1"),
+            {"text": "searched"},
+        ]
+        with ScriptedOpenAIServer(script) as server:
+            client = Client(answer="allow_once")
+            async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+                sid = (await conn.new_session(cwd=str(mirror), mcp_servers=[])).session_id
+                await conn.prompt(session_id=sid, prompt=[acp.text_block("search")])
+        results = _results(server)
+    finally:
+        box.stop_thread()
+    assert results["g1"] == "src/deep/util.py:1:TOKEN_X = 1\nsrc/main.py:4:    return TOKEN_X", results["g1"]
+    assert results["g2"] == "src/deep/util.py:1:TOKEN_X = 1\n--\nsrc/main.py-3-def main():\nsrc/main.py:4:    return TOKEN_X", results["g2"]
+    assert results["f1"] == "src/deep/util.py  12B\nsrc/main.py  42B", results["f1"]
+    assert results["l1"].splitlines() == [
+        "src/  (2 entries)",
+        "  deep/  (1 entries)",
+        "  main.py  42B",
+        ".gitignore  7B",
+        "README.md  22B",
+        "[1 ignored entries not shown: build/]",
+    ], results["l1"]
+    assert "does not exist" in results["m1"]
+    ran_rg = any("rg --json" in c or "'rg' '--json'" in c or "exec /bin/sh -c 'rg " in c for c in box.commands)
+    assert ran_rg, box.commands

@@ -14,6 +14,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -23,9 +24,16 @@ from core.tools.context import ToolContext
 from core.tools.errors import ToolError
 from core.tools.registry import ToolOutput, tool
 from toolsets.editor.common import shown
+from toolsets.editor.remote_search import remote_list, remote_walk
 from toolsets.editor.walk import ALWAYS_SKIP, Ignore, human_size, walk
 
-__all__ = ["glob", "grep", "grep_python", "grep_ripgrep", "list_dir", "ripgrep_path"]
+
+def remote_of(ctx: ToolContext) -> Any | None:
+    """The session's remote files (an SSH host's), or None when they are on this machine."""
+    return getattr(ctx.host, "remote_files", None)
+
+
+__all__ = ["glob", "grep", "grep_python", "grep_ripgrep", "list_dir", "remote_of", "ripgrep_argv", "ripgrep_path"]
 
 MAX_FILE_BYTES = 20_000_000
 MAX_LINE_CHARS = 300
@@ -109,6 +117,8 @@ async def grep(ctx: ToolContext, args: GrepArgs) -> ToolOutput:
     """Search file contents by regex; prints path:line:text (context lines path-line-text)."""
     root = ctx.resolve(args.path)
     await ctx.check_read(root)
+    if (remote := remote_of(ctx)) is not None:
+        return ToolOutput(_format(ctx, await _grep_remote(ctx, remote, root, args), args))
     if not root.exists():
         raise ToolError(f"{root} does not exist.")
     try:
@@ -164,21 +174,64 @@ def grep_python(root: Path, top: Path, regex: re.Pattern, args: GrepArgs) -> Fou
             text = decode_text(path.read_bytes()).text
         except (OSError, BinaryFileError):
             continue
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        hits = {i for i, line in enumerate(lines) if regex.search(line)}
-        if not hits:
-            continue
-        near = {j for i in hits for j in range(max(i - args.context, 0), min(i + args.context, len(lines) - 1) + 1)}
-        for j in sorted(near):
-            found.add(path, j + 1, lines[j].rstrip("\r"), j in hits)
-        found.end_file()
+        _grep_text(found, path, text, regex, args.context)
     return found
 
 
-async def grep_ripgrep(rg: str, root: Path, args: GrepArgs) -> Found | None:
-    """The search through ripgrep's JSON output; None when rg cannot take the pattern."""
+def _grep_text(found: Found, path: Path, text: str, regex: re.Pattern, context: int) -> None:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    hits = {i for i, line in enumerate(lines) if regex.search(line)}
+    if not hits:
+        return
+    near = {j for i in hits for j in range(max(i - context, 0), min(i + context, len(lines) - 1) + 1)}
+    for j in sorted(near):
+        found.add(path, j + 1, lines[j].rstrip("\r"), j in hits)
+    found.end_file()
+
+
+async def _grep_remote(ctx: ToolContext, remote: Any, root: Path, args: GrepArgs) -> Found:
+    """grep on another machine: its ripgrep when it has one, else its files read and searched here."""
+    kind = await remote.kind_of(root)
+    if kind is None:
+        raise ToolError(f"{root} does not exist.")
+    try:
+        regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+    except re.error as exc:
+        raise ToolError(f"Invalid regular expression {args.pattern!r}: {exc}") from None
+    only = _file_filter(args.glob)
+    found = Found(args.limit, args.context)
+    code, out, err = await remote.capture(ripgrep_argv("rg", args, remote.remote(root)))
+    if code in (0, 1) or (code == 2 and b"regex" not in err.lower()):
+        for raw in out.splitlines():
+            event = json.loads(raw)
+            event_kind, data = event.get("type"), event.get("data", {})
+            if event_kind in ("match", "context"):
+                path = remote.local(_text(data["path"]))
+                if only is not None and not only.match_file(_relative(path, root)):
+                    continue
+                found.add(path, data["line_number"], _text(data["lines"]).rstrip("\n").rstrip("\r"), event_kind == "match")
+            elif event_kind == "end":
+                found.end_file()
+        return found
+    # No ripgrep there (or a pattern only Python's engine takes).
+    files = await remote_walk(remote, root, _top(ctx, root)) if kind == "dir" else [(root, kind, 0, "")]
+    for path, file_kind, size, _ in files:
+        if only is not None and not only.match_file(_relative(path, root)):
+            continue
+        if size > MAX_FILE_BYTES or (file_kind == "link" and await remote.kind_of(path) != "file"):
+            continue
+        try:
+            text = decode_text(await remote.read_bytes(path)).text
+        except (OSError, BinaryFileError):
+            continue
+        _grep_text(found, path, text, regex, args.context)
+    return found
+
+
+def ripgrep_argv(rg: str, args: GrepArgs, root: str) -> list[str]:
+    """ripgrep's command line for a search of ``root`` (JSON events, our ignore rules)."""
     command = [
         rg,
         "--json",
@@ -197,9 +250,14 @@ async def grep_ripgrep(rg: str, root: Path, args: GrepArgs) -> Found | None:
         command.append("-i")
     if args.context:
         command += ["-C", str(args.context)]
-    # The file filter is applied here, not with rg's -g: that would override the ignore rules.
+    # The file filter is applied by the caller, not with rg's -g: that would override the ignore rules.
+    return [*command, "-e", args.pattern, "--", root]
+
+
+async def grep_ripgrep(rg: str, root: Path, args: GrepArgs) -> Found | None:
+    """The search through ripgrep's JSON output; None when rg cannot take the pattern."""
+    command = ripgrep_argv(rg, args, str(root))
     only = _file_filter(args.glob)
-    command += ["-e", args.pattern, "--", str(root)]
     proc = await asyncio.create_subprocess_exec(
         *command,
         stdin=asyncio.subprocess.DEVNULL,
@@ -269,6 +327,8 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> ToolOutput:
     """Find files by glob (gitignore-style), with sizes; ignored files are skipped."""
     root = ctx.resolve(args.path)
     await ctx.check_read(root)
+    if (remote := remote_of(ctx)) is not None:
+        return _glob_output(ctx, root, args, *await _glob_remote(ctx, remote, root, args))
     if not root.is_dir():
         raise ToolError(f"{root} is not a directory.")
     only = _file_filter(args.pattern)
@@ -285,13 +345,32 @@ async def glob(ctx: ToolContext, args: GlobArgs) -> ToolOutput:
             out.append(_describe(ctx, path))
         return out, more
 
-    found, more = await asyncio.to_thread(collect)
+    return _glob_output(ctx, root, args, *await asyncio.to_thread(collect))
+
+
+def _glob_output(ctx: ToolContext, root: Path, args: GlobArgs, found: list[str], more: int) -> ToolOutput:
     if not found:
         return ToolOutput(f"No files in {shown(ctx, root)} match {args.pattern!r}.")
     text = "\n".join(found)
     if more:
         text += f"\n[{more} more files match; narrow the pattern or raise limit]"
     return ToolOutput(text)
+
+
+async def _glob_remote(ctx: ToolContext, remote: Any, root: Path, args: GlobArgs) -> tuple[list[str], int]:
+    if await remote.kind_of(root) != "dir":
+        raise ToolError(f"{root} is not a directory.")
+    only = _file_filter(args.pattern)
+    out: list[str] = []
+    more = 0
+    for path, kind, size, target in await remote_walk(remote, root, _top(ctx, root)):
+        if not only.match_file(path.relative_to(root).as_posix()):
+            continue
+        if len(out) >= args.limit:
+            more += 1
+            continue
+        out.append(f"{shown(ctx, path)} -> {target}" if kind == "link" else f"{shown(ctx, path)}  {human_size(size)}")
+    return out, more
 
 
 def _describe(ctx: ToolContext, path: Path) -> str:
@@ -314,6 +393,10 @@ async def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolOutput:
     """List a directory (to depth levels): kinds, sizes, entry counts; ignored entries skipped."""
     root = ctx.resolve(args.path)
     await ctx.check_read(root)
+    if (remote := remote_of(ctx)) is not None:
+        if (kind := await remote.kind_of(root)) != "dir":
+            raise ToolError(f"{root} is not a directory." + (" Use read_file for files." if kind == "file" else ""))
+        return _list_output(*await remote_list(remote, root, _top(ctx, root), args.depth, args.limit))
     if not root.is_dir():
         raise ToolError(f"{root} is not a directory." + (" Use read_file for files." if root.is_file() else ""))
     ignore = Ignore(_top(ctx, root))
@@ -354,7 +437,10 @@ async def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolOutput:
         visit(root, 1)
         return out, more, skipped
 
-    lines, more, skipped = await asyncio.to_thread(collect)
+    return _list_output(*await asyncio.to_thread(collect))
+
+
+def _list_output(lines: list[str], more: int, skipped: list[str]) -> ToolOutput:
     text = "\n".join(lines) if lines else "(empty directory)"
     if more:
         text += f"\n[{more} more entries not shown; raise limit or list a subdirectory]"
