@@ -29,7 +29,8 @@ from typing import Any
 from core.config import ProjectConfig
 from core.host.local import BackgroundCommand, Emit, LocalHost
 from core.host.processes import CommandResult, OutputCapture, next_job_id
-from core.host.sandbox import Confinement
+from core.host.sandbox import Confinement, protected_entries
+from core.paths import is_secret_path
 
 __all__ = ["DockerHost", "DockerUnavailable", "daemon_status", "image_present"]
 
@@ -292,12 +293,26 @@ class DockerHost(LocalHost):
             self._client = _client()
         return self._client
 
-    def _volumes(self) -> dict[str, dict[str, str]]:
-        volumes = {str(self.folder): {"bind": str(self.folder), "mode": "rw"}}
+    def _binds(self) -> list[str]:
+        """The project folder (its protected paths read-only, its secret files hidden), then the extra mounts."""
+        folder = str(self.folder)
+        binds = [f"{folder}:{folder}:rw"]
+        # As in the OS sandbox: what makes git, the editor or CI run code stays read-only, and
+        # the top-level secret files (.env, keys) are not there.
+        for path in protected_entries([self.folder]):
+            if not path.is_symlink():
+                binds.append(f"{path}:{path}:ro")
+        try:
+            top = list(self.folder.iterdir())
+        except OSError:
+            top = []
+        for path in top:
+            if path.name.lower() != ".git" and path.is_file() and not path.is_symlink() and is_secret_path(Path(path.name)):
+                binds.append(f"/dev/null:{path}:ro")
         for mount in self.project.mounts:
             source, target, *mode = mount.split(":")
-            volumes[str(Path(source).expanduser())] = {"bind": target, "mode": mode[0] if mode else "rw"}
-        return volumes
+            binds.append(f"{Path(source).expanduser()}:{target}:{mode[0] if mode else 'rw'}")
+        return binds
 
     def _create(self) -> str:
         import docker
@@ -337,7 +352,7 @@ class DockerHost(LocalHost):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 network_mode="bridge" if self.project.network else "none",
-                volumes=self._volumes(),
+                volumes=self._binds(),
                 labels={
                     _LABEL: self.project_name,
                     f"{_LABEL}.host": socket.gethostname(),

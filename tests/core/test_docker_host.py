@@ -179,3 +179,22 @@ async def test_kept_container_stays_stopped_and_mounts_and_limits_apply(project,
         for container in kept:
             container.remove(force=True)
         client.close()
+
+
+async def test_protected_paths_are_read_only_and_secret_files_hidden(project, image):
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n")
+    (project / ".env").write_text("API_KEY=sk-docker-canary-5150\n")
+    for path in (project / ".git", project / ".git" / "hooks"):
+        os.chown(path, UID, UID)
+    host = _host(project, image)
+    try:
+        result = await run(
+            host, "echo x > .git/hooks/post-checkout 2>&1; echo rc=$?; cat .env; echo end; echo fine > src.txt; cat src.txt", project
+        )
+        assert "rc=1" in result.output and "Read-only file system" in result.output
+        assert "sk-docker-canary-5150" not in result.output and "fine" in result.output
+        assert not (project / ".git" / "hooks" / "post-checkout").exists()
+        assert (project / ".env").read_text() == "API_KEY=sk-docker-canary-5150\n"
+    finally:
+        await host.aclose()
