@@ -59,8 +59,8 @@ def build_agent(
     toolsets). ``model`` shares one already built (the gateway's two agents share a client);
     by default the configured model and its fallbacks are built here (ConfigError when none is set).
     """
-    from core.agent.vision import Sight
     from core.agent.subagents import Subagents
+    from core.agent.vision import Sight
     from core.models import build_model, build_summary_model
     from core.models.vision import accepts_images, build_vision_model
     from core.tools.mcp_client import shared_pool
