@@ -124,7 +124,8 @@ class ToolContext:
         except FileNotFoundError:
             return None
         except BinaryFileError:
-            data = await asyncio.to_thread(path.read_bytes)
+            remote = getattr(self.host, "remote_files", None)  # another machine's files
+            data = await remote.read_bytes(path) if remote is not None else await asyncio.to_thread(path.read_bytes)
             return TextFile(f"<binary file: {len(data)} bytes, sha1 {hashlib.sha1(data).hexdigest()}>", "binary")
 
     async def approve_change(self, title: str, diffs: list[FileDiff], paths: list[Path] | None = None) -> None:

@@ -81,6 +81,8 @@ async def test_an_ssh_project_end_to_end(hermes_home, tmp_path, box):
         _call("run_command", {"command": "echo bg-start; until [ -f go ]; do sleep 0.05; done; echo bg-done", "background": True}, "b1"),
         _call("command_output", {"job": "1", "wait": 5}, "o1"),
         _call("run_command", {"command": "exit 3"}, "x1"),
+        _call("run_command", {"command": "pwd", "cwd": "sub"}, "c3"),
+        _call("delete_file", {"path": "blob.bin"}, "d1"),
         {"text": "commands ran"},
         # turn 4: cancelled while its command runs
         _call("run_command", {"command": "echo $$ > started; exec sleep 120", "timeout": 600}, "s1"),
@@ -100,6 +102,8 @@ async def test_an_ssh_project_end_to_end(hermes_home, tmp_path, box):
             await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])
             assert (app / "notes.txt").read_text() == "price = 10\n" and not (app / "added.txt").exists()
 
+            (app / "sub").mkdir()
+            (app / "blob.bin").write_bytes(b"\x00\x01binary")
             await conn.prompt(session_id=sid, prompt=[acp.text_block("run things")])
             results = _results(server)
             assert results["c1"].splitlines() == ["exit code 0", "/srv/app", "price = 10", "to-stderr"], results["c1"]
@@ -108,6 +112,8 @@ async def test_an_ssh_project_end_to_end(hermes_home, tmp_path, box):
             assert (app / "notes.txt").read_text() == "price = 10\nextra = 1\n"
             assert results["o1"].startswith("running\nbg-start"), results["o1"]
             assert "exit code 3" in results["x1"]
+            assert results["c3"] == "exit code 0\n/srv/app/sub", "a directory that is only on the remote"
+            assert not (app / "blob.bin").exists(), results["d1"]
             assert client.reads == [] and client.writes == [] and client.terminals == {}, "the editor's files and terminal are not used"
             assert all(env == {} for env in box.envs), "no environment variable (no API key) is sent"
 

@@ -44,7 +44,8 @@ async def run_command(ctx: ToolContext, args: RunCommandArgs) -> ToolOutput:
     and secret files (.env, keys) hidden, no network. Ask for more with network, write_paths or
     sandbox=false."""
     cwd = ctx.resolve(args.cwd)
-    if not cwd.is_dir():
+    remote = getattr(ctx.host, "remote_files", None)  # another machine's files
+    if not (await remote.kind_of(cwd) == "dir" if remote is not None else cwd.is_dir()):
         raise ToolError(f"{cwd} is not a directory.")
     wants = Grants(network=args.network, writable=tuple(ctx.resolve(p) for p in args.write_paths), unconfined=not args.sandbox)
     await ctx.approve_command(args.command, cwd, wants)
