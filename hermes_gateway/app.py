@@ -362,7 +362,10 @@ class Gateway:
         await asyncio.gather(*self._loops, return_exceptions=True)
 
     async def close(self) -> None:
-        """Close the model client and the store (the store's thread would keep the process alive)."""
+        """Close the chats' hosts, the model client and the store (the store's thread would keep the process alive)."""
+        conversations = getattr(self, "conversations", None)
+        if conversations is not None:
+            await conversations.close_hosts()
         try:
             await self.agent.model.aclose()
         except Exception:

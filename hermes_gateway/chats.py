@@ -210,6 +210,11 @@ class Conversations:
     def running(self) -> list[Conversation]:
         return [c for c in self._by_key.values() if c.turn is not None and not c.turn.done()]
 
+    async def close_hosts(self) -> None:
+        """Close the hosts of the chats' sessions (background commands stop, containers go)."""
+        hosts = [c.session.host for c in self._by_key.values() if c.session is not None]
+        await asyncio.gather(*(host.aclose() for host in hosts), return_exceptions=True)
+
     async def get(self, target: Target) -> Conversation:
         found = self._by_key.get(target.key)
         if found is not None:

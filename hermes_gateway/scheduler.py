@@ -14,6 +14,7 @@ recorded as skipped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import fcntl
 import logging
@@ -114,6 +115,7 @@ class Scheduler:
             return
         renew = asyncio.create_task(self._keep_lease(run.id))
         session_id = None
+        session = None
         try:
             agent = self._agent
             session = await agent.new_session(Path(job.project), host_for(self._config, Path(job.project)), mode=as_mode(job.mode))
@@ -153,6 +155,9 @@ class Scheduler:
             await jobs.finish_run(run.id, self.owner, status="failed", error=f"{type(exc).__name__}: {exc}", session_id=session_id)
         finally:
             renew.cancel()
+            if session is not None:  # the run's session ends with it (a container goes)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(session.host.aclose())
         self.wake()  # deliver now rather than at the next tick
 
     async def _keep_lease(self, run_id: str) -> None:
