@@ -8,7 +8,8 @@ file methods (the round trip the file tools make), and the same 1 MB read by a c
 same machine; Docker needs a running daemon and an image with ``/bin/sh`` (by default one built
 offline from the system's static busybox, as the tests do).
 
-Prints JSON. Run: .venv/bin/python benchmarks/host_overhead.py [--rounds 50] [--hosts local,docker] [--image IMAGE]
+Prints JSON. Run: .venv/bin/python benchmarks/host_overhead.py [--rounds 50] [--hosts local,docker,ssh] [--image IMAGE]
+[--ssh user@box:/dir]
 """
 
 from __future__ import annotations
@@ -77,9 +78,29 @@ def docker_host(folder: Path, options: argparse.Namespace) -> Host:
     return DockerHost("benchmark", ProjectConfig(path=str(folder), host="docker", image=image), secrets=[])
 
 
+def ssh_host(folder: Path, options: argparse.Namespace) -> Host:
+    """``--ssh user@box:/dir`` (the remote directory stands for the folder), else an SSH server on
+    127.0.0.1 in this process (asyncssh's, as the tests use; commands run by /bin/sh as sshd runs
+    them), whose remote directory is the folder itself."""
+    from core.host.ssh import SshHost, SshTarget
+
+    if options.ssh:
+        return SshHost("benchmark", target=SshTarget.parse(options.ssh, port=options.ssh_port), local_root=folder)
+    from tests.fakes.ssh_server import SshServer, known_hosts_line
+
+    keys = Path(tempfile.mkdtemp(prefix="hermes-bench-ssh-"))
+    server = SshServer(keys / "box", isolate=False)
+    server.start_in_thread()
+    known = keys / "known_hosts"
+    known.write_text(known_hosts_line(server.port, server.host_key))
+    identity = server.write_client_key(keys / "id")
+    target = SshTarget.parse(f"bench@127.0.0.1:{folder}", port=server.port, identity_file=str(identity), known_hosts=str(known))
+    return SshHost("benchmark", target=target, local_root=folder)
+
+
 # Name -> factory of a host for a temporary project folder. Another host joins the comparison
 # by adding its factory here (and its name to --hosts).
-HOSTS: dict[str, Callable[[Path, argparse.Namespace], Host]] = {"local": local_host, "docker": docker_host}
+HOSTS: dict[str, Callable[[Path, argparse.Namespace], Host]] = {"local": local_host, "docker": docker_host, "ssh": ssh_host}
 
 
 async def _nothing(_content: Any) -> None:
@@ -130,8 +151,10 @@ async def measure(name: str, options: argparse.Namespace) -> dict:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--hosts", default="local,docker", help=f"comma-separated, of: {', '.join(HOSTS)}")
+    parser.add_argument("--hosts", default="local,docker,ssh", help=f"comma-separated, of: {', '.join(HOSTS)}")
     parser.add_argument("--image", default=None, help="the Docker image (default: a busybox image built offline)")
+    parser.add_argument("--ssh", default=None, help="user@box:/dir for the ssh host (default: an SSH server on 127.0.0.1 in this process)")
+    parser.add_argument("--ssh-port", type=int, default=None)
     options = parser.parse_args()
     names = [n.strip() for n in options.hosts.split(",") if n.strip()]
     unknown = [n for n in names if n not in HOSTS]
