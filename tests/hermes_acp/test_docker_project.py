@@ -108,3 +108,21 @@ async def test_a_docker_project_end_to_end(hermes_home, project):
             assert _results(server)["p1"] == "exit code 0\n0"
             assert [c.status for c in containers_of(name)] == ["running"]
     await until(lambda: containers_of(name) == [], timeout=30, what="the session's container to be removed")
+
+
+async def test_a_local_project_still_uses_the_editors_files_and_terminal(hermes_home, project):
+    (hermes_home / "config.toml").write_text(f'[projects.mine]\npath = "{project}"\n')
+    script = [
+        _call("read_file", {"path": "notes.txt"}, "r1"),
+        _call("run_command", {"command": "echo from-the-editor"}, "c1"),
+        {"text": "done"},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("look")])
+    assert client.reads == [str(project / "notes.txt")] and len(client.terminals) == 1
+    assert "from-the-editor" in _results(server)["c1"]
+    started = next(u for u in client.tool_updates("c1") if u.session_update == "tool_call")
+    assert "docker" not in started.title
