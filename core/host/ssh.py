@@ -121,6 +121,7 @@ class SshHost:
             target = SshTarget.parse(project.ssh, port=project.port, identity_file=project.identity_file, known_hosts=project.known_hosts)
         self.name = name
         self.target = target
+        self.where = f"ssh: {target.label}"  # named in tool call titles
         self.local_root = local_root if local_root is not None else (project.folder if project is not None else None)
         self.jobs: dict[str, BackgroundCommand] = {}
         self._conn: asyncssh.SSHClientConnection | None = None

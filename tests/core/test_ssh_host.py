@@ -306,3 +306,19 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+async def test_ssh_config_is_honoured(server, keys, tmp_path):
+    identity, known = keys
+    ssh_dir = Path.home() / ".ssh"
+    ssh_dir.mkdir(parents=True, exist_ok=True)
+    (ssh_dir / "config").write_text(f"Host devbox\n  HostName 127.0.0.1\n  Port {server.port}\n  User tester\n  IdentityFile {identity}\n")
+    (ssh_dir / "known_hosts").write_text(known.read_text())
+    remote(server, "x.txt").write_text("via config\n")
+    host = SshHost("box", target=SshTarget.parse("devbox:/srv/app"))
+    try:
+        assert (await host.read_file(Path("/srv/app/x.txt"))).text == "via config\n"
+        result = await host.run_command("id -un >/dev/null; echo ok", Path("/srv/app"), timeout=30, output_limit=100, show=no_show)
+        assert result.output == "ok\n"
+    finally:
+        await host.aclose()

@@ -112,6 +112,8 @@ async def test_an_ssh_project_end_to_end(hermes_home, tmp_path, box):
             assert (app / "notes.txt").read_text() == "price = 10\nextra = 1\n"
             assert results["o1"].startswith("running\nbg-start"), results["o1"]
             assert "exit code 3" in results["x1"]
+            titles = {u.tool_call_id: u.title for u in client.of_kind("tool_call")}
+            assert titles["c1"].endswith(f"(ssh: tester@127.0.0.1:{box.port})"), titles["c1"]
             assert results["c3"] == "exit code 0\n/srv/app/sub", "a directory that is only on the remote"
             assert not (app / "blob.bin").exists(), results["d1"]
             assert client.reads == [] and client.writes == [] and client.terminals == {}, "the editor's files and terminal are not used"
