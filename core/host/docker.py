@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ProjectConfig
+from core.events import TextContent
 from core.host.local import BackgroundCommand, Emit, LocalHost
 from core.host.processes import CommandResult, OutputCapture, next_job_id
 from core.host.sandbox import Confinement, protected_entries
@@ -43,6 +44,7 @@ _WRAPPER = 'echo "$$"; exec /bin/sh -c "$1" 2>&1'
 _IDLE = "while :; do sleep 3600; done"  # what the container runs between commands
 _TMPFS = "rw,nosuid,nodev,exec,size=512m,mode=1777"
 _LABEL = "org.hermes-editor"
+SHOW_EVERY = 0.5  # seconds between looks at a running command's output, for the tool call
 
 
 class DockerUnavailable(OSError):
@@ -458,15 +460,26 @@ class DockerHost(LocalHost):
     async def run_command(
         self, command: str, cwd: Path, *, timeout: float, output_limit: int, show: Emit, confinement: Confinement | None = None
     ) -> CommandResult:
-        """Run ``command`` in the container (the container is its sandbox: ``confinement`` is not used)."""
+        """Run ``command`` in the container (the container is its sandbox: ``confinement`` is not
+        used). Its output is shown in the tool call while it runs."""
         proc = await self._exec(command, cwd)
         capture = OutputCapture(output_limit)
+        changed = asyncio.Event()
 
         async def pump() -> None:
             async for data in proc.chunks():
                 capture.add(data)
+                changed.set()
+
+        async def shower() -> None:
+            while True:
+                await changed.wait()
+                changed.clear()
+                await show([TextContent(f"```\n{capture.text()[-4000:].rstrip()}\n```")])
+                await asyncio.sleep(SHOW_EVERY)
 
         reading = asyncio.ensure_future(pump())
+        showing = asyncio.ensure_future(shower())
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(reading), timeout)
@@ -481,6 +494,8 @@ class DockerHost(LocalHost):
             reading.cancel()
             await asyncio.shield(proc.end(polite=0))
             raise
+        finally:
+            showing.cancel()
         code = await proc.exit_code()
         return _code_result(code, capture.text(), omitted=capture.omitted, timed_out=timed_out)
 

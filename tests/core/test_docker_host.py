@@ -198,3 +198,28 @@ async def test_protected_paths_are_read_only_and_secret_files_hidden(project, im
         assert (project / ".env").read_text() == "API_KEY=sk-docker-canary-5150\n"
     finally:
         await host.aclose()
+
+
+async def test_output_is_shown_while_the_command_runs(project, image):
+    host = _host(project, image)
+    shown: list[str] = []
+
+    async def show(content) -> None:
+        shown.extend(item.text for item in content)
+
+    try:
+        running = asyncio.ensure_future(
+            host.run_command(
+                "echo first; until [ -f go ]; do sleep 0.05; done; echo second", project, timeout=60, output_limit=10_000, show=show
+            )
+        )
+        for _ in range(300):
+            if any("first" in text for text in shown):
+                break
+            await asyncio.sleep(0.05)
+        assert shown and "first" in shown[-1] and "second" not in shown[-1] and not running.done()
+        (project / "go").touch()
+        result = await running
+        assert result.exit_code == 0 and result.output == "first\nsecond\n"
+    finally:
+        await host.aclose()
