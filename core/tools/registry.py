@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -53,7 +54,8 @@ class Tool:
 
 
 def _compact(node: Any, defs: dict[str, Any]) -> Any:
-    """A schema without titles, without defaults that go without saying ("", false, 0, [], null), and
+    """A schema without titles, without defaults that go without saying ("", false, 0, [], null),
+    with an optional argument's ``anyOf [X, null]`` written as X (leaving it out means null), and
     with nested models inlined: smaller, and every provider takes it."""
     if isinstance(node, list):
         return [_compact(item, defs) for item in node]
@@ -61,6 +63,12 @@ def _compact(node: Any, defs: dict[str, Any]) -> Any:
         return node
     if "$ref" in node:
         return _compact(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and node.get("default", None) is None:
+        (kept,) = [option for option in options if option != {"type": "null"}]
+        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **kept}
+        if "$ref" in node:
+            node = {**defs[node.pop("$ref").rsplit("/", 1)[-1]], **node}
     return {k: _compact(v, defs) for k, v in node.items() if not (k == "title" and isinstance(v, str)) and not (k == "default" and not v)}
 
 
@@ -82,7 +90,7 @@ def tool(
         name = func.__name__
         return Tool(
             name=func.__name__,
-            description=(func.__doc__ or "").strip(),
+            description=inspect.cleandoc(func.__doc__ or ""),
             args_model=args_model,
             func=func,
             kind=kind,
