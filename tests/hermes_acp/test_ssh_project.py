@@ -222,3 +222,29 @@ async def test_search_tools_look_at_the_remote(hermes_home, tmp_path, ripgrep):
     assert "does not exist" in results["m1"]
     ran_rg = any("rg --json" in c or "'rg' '--json'" in c or "exec /bin/sh -c 'rg " in c for c in box.commands)
     assert ran_rg, box.commands
+
+
+async def test_a_dropped_connection_mid_command_is_reported_and_the_turn_goes_on(hermes_home, tmp_path, box):
+    app = box.box / "srv" / "app"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    known = tmp_path / "known_hosts"
+    known.write_text(known_hosts_line(box.port, box.host_key))
+    _configure(hermes_home, box, mirror, known)
+    script = [
+        _call("run_command", {"command": "touch started; sleep 120", "timeout": 600}, "c1"),
+        _call("run_command", {"command": "echo again"}, "c2"),
+        {"text": "went on"},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(mirror), mcp_servers=[])).session_id
+            turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block("run")]))
+            await until(lambda: (app / "started").exists(), timeout=30, what="the command to start")
+            box.drop_connections()
+            assert (await turn).stop_reason == "end_turn"
+    results = _results(server)
+    assert f"The connection to tester@127.0.0.1:{box.port} dropped while `touch started; sleep 120` ran" in results["c1"], results["c1"]
+    assert results["c2"] == "exit code 0\nagain"
+    assert "went on" in client.text()
