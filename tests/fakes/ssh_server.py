@@ -12,6 +12,8 @@ event loop (a hermes-acp process needs nothing special).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import signal
 import threading
@@ -24,6 +26,19 @@ __all__ = ["SshServer", "known_hosts_line"]
 
 def known_hosts_line(port: int, key: asyncssh.SSHKey) -> str:
     return f"[127.0.0.1]:{port} {key.export_public_key('openssh').decode().strip()}\n"
+
+
+def _end_group(pgid: int | None) -> None:
+    if pgid is not None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _read_all(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 class SshServer:
@@ -76,18 +91,30 @@ class SshServer:
         command = process.command or ""
         self.commands.append(command)
         self.envs.append(dict(process.env))
-        argv = [self.bwrap, "--ro-bind", "/", "/", "--bind", str(self.box / "srv"), "/srv", "--dev", "/dev", "--proc", "/proc"]
-        argv += ["--new-session", "--die-with-parent", "/bin/sh", "-c", command]
+        read_end, write_end = os.pipe()
+        argv = [self.bwrap, "--info-fd", str(write_end), "--ro-bind", "/", "/", "--bind", str(self.box / "srv"), "/srv"]
+        argv += ["--dev", "/dev", "--proc", "/proc", "--new-session", "--die-with-parent", "/bin/sh", "-c", command]
         if not self.isolate:
             argv = ["/bin/sh", "-c", command]
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env={"PATH": self.path, "HOME": "/srv", "LANG": "C.UTF-8"},
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(write_end,) if self.isolate else (),
+                env={"PATH": self.path, "HOME": "/srv", "LANG": "C.UTF-8"},
+            )
+        finally:
+            os.close(write_end)
+        # The command's process group: /bin/sh leads its own (bubblewrap's --new-session, sshd's setsid).
+        group: int | None = proc.pid
+        if self.isolate:
+            info = await asyncio.get_running_loop().run_in_executor(None, _read_all, read_end)
+            group = int(json.loads(info)["child-pid"]) if info else None
+        else:
+            os.close(read_end)
 
         async def pump(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
             while data := await source.read(65536):
@@ -100,9 +127,11 @@ class SshServer:
         try:
             await asyncio.gather(pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr))
             code = await proc.wait()
-        except asyncio.CancelledError:
-            proc.kill()
-            raise
+        finally:
+            # What the command left running (a sshd would leave it) is ended: tests leave nothing behind.
+            _end_group(group)
+            if proc.returncode is None:
+                proc.kill()
         if code < 0:
             process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
         elif 128 < code < 128 + signal.NSIG:  # bubblewrap reports a signal as 128 + N
