@@ -200,6 +200,11 @@ class AcpHost:
             log.debug("watching background command %s failed", job.id, exc_info=True)
 
     @property
+    def unsandboxed(self) -> str | None:
+        """Why commands run outside the sandbox, for a host that says so (None: they do not)."""
+        return getattr(self._local, "unsandboxed", None)
+
+    @property
     def remote_files(self) -> Any:
         """Another machine's searches and listings (None: this machine's files)."""
         return getattr(self._local, "remote_files", None)

@@ -207,6 +207,9 @@ class Agent:
         asyncio.get_running_loop().run_in_executor(None, sandbox_status)
         rules = await self.store.approval_rules(str(roots[0]))
         policy = ApprovalPolicy(mode=mode, roots=roots, rules=list(rules))
+        unsandboxed = getattr(host, "unsandboxed", None)  # a host whose commands run outside any sandbox says why
+        if isinstance(unsandboxed, str) and unsandboxed:
+            policy.sandbox, policy.sandbox_detail = False, unsandboxed
         # The prompt's git line runs `git status`: keep it off the event loop.
         names = tuple(self.tools)
         base = await asyncio.to_thread(lambda: system_prompt(cwd, tools=names))

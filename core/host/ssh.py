@@ -122,6 +122,9 @@ class SshHost:
         self.name = name
         self.target = target
         self.where = f"ssh: {target.label}"  # named in tool call titles
+        # The approval policy reads this: commands here are not in the OS sandbox, so in the
+        # accept-edits and auto modes those that do more than read ask first.
+        self.unsandboxed = f"commands run on {target.label} over SSH, outside the sandbox"
         self.local_root = local_root if local_root is not None else (project.folder if project is not None else None)
         self.jobs: dict[str, BackgroundCommand] = {}
         self._conn: asyncssh.SSHClientConnection | None = None

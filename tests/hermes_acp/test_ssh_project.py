@@ -248,3 +248,26 @@ async def test_a_dropped_connection_mid_command_is_reported_and_the_turn_goes_on
     assert f"The connection to tester@127.0.0.1:{box.port} dropped while `touch started; sleep 120` ran" in results["c1"], results["c1"]
     assert results["c2"] == "exit code 0\nagain"
     assert "went on" in client.text()
+
+
+async def test_in_auto_mode_remote_commands_that_write_still_ask(hermes_home, tmp_path, box):
+    app = box.box / "srv" / "app"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    known = tmp_path / "known_hosts"
+    known.write_text(known_hosts_line(box.port, box.host_key))
+    _configure(hermes_home, box, mirror, known)
+    script = [
+        _call("run_command", {"command": "cat notes.txt"}, "c1"),
+        _call("run_command", {"command": "touch made-here"}, "c2"),
+        {"text": "done"},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        client = Client(answer="allow_once")
+        async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(mirror), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sid, mode_id="auto")
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("go")])
+    assert [r.tool_call_id for r in client.permission_requests] == ["c2"], "only the command that writes asks"
+    assert f"commands run on tester@127.0.0.1:{box.port} over SSH, outside the sandbox" in client.text() + repr(client.updates)
+    assert (app / "made-here").exists() and _results(server)["c1"] == "exit code 0\nprice = 10"
