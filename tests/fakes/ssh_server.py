@@ -132,6 +132,10 @@ class SshServer:
             _end_group(group)
             if proc.returncode is None:
                 proc.kill()
+            try:  # reaped here, so that its transport is not left to the garbage collector
+                await asyncio.wait_for(proc.wait(), 10)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
         if code < 0:
             process.exit_with_signal(signal.Signals(-code).name.removeprefix("SIG"))
         elif 128 < code < 128 + signal.NSIG:  # bubblewrap reports a signal as 128 + N
