@@ -53,6 +53,11 @@ class AcpHost:
         """The host tool call titles name (None: this machine)."""
         return getattr(self._local, "where", None)
 
+    def display_path(self, path: Path | str) -> str:
+        """How ``path`` is shown to the user: the inner host's path for it."""
+        shown = getattr(self._local, "display_path", None)
+        return shown(path) if callable(shown) else str(path)
+
     # --- files -------------------------------------------------------------------------
 
     async def read_text(self, path: Path) -> str:

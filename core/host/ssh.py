@@ -280,6 +280,13 @@ class SshHost:
             return self.local_root / path.relative_to(self.target.root)
         return Path(remote)
 
+    def display_path(self, path: Path | str) -> str:
+        """How ``path`` is shown to the user: its path on the remote machine (unchanged when outside the project)."""
+        try:
+            return self.remote(path)
+        except SshError:
+            return str(path)
+
     @property
     def remote_files(self) -> SshHost:
         """Searches and listings go through this host (its files are not on this machine)."""

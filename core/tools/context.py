@@ -327,6 +327,11 @@ class ToolContext:
             return ""
         return await asyncio.to_thread(_remove_new_protected, roots, before, confinement)
 
+    def _shown(self, diff: FileDiff) -> FileDiff:
+        """A diff as the user is asked about it: its path as the host names it."""
+        display = getattr(self.host, "display_path", None)
+        return diff.model_copy(update={"path": display(diff.path)}) if callable(display) else diff
+
     async def _gate(
         self,
         action: Action,
@@ -354,7 +359,7 @@ class ToolContext:
                 tool_kind=action.kind,
                 title=title,
                 reason=detail or ruling.reason,
-                diffs=list(diffs or []),
+                diffs=[self._shown(d) for d in diffs or []],
                 command=command,
                 paths=[str(p) for p in action.paths],
                 offer_always=ruling.offer_always,

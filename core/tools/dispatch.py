@@ -56,6 +56,13 @@ class PreparedCall:
         return [Location(str(p)) for p in self.paths]
 
 
+def shown_path(host: object, path: str | Path) -> str:
+    """A path as the user sees it in a diff: the host's path for it (another machine's files go by
+    their path there); tool call locations keep the session's own path, which the editor opens."""
+    display = getattr(host, "display_path", None)
+    return display(path) if callable(display) else str(path)
+
+
 _WHERE_KINDS = ("read", "edit", "delete", "move", "search", "execute")
 
 
@@ -132,7 +139,7 @@ async def run_prepared(prepared: PreparedCall, ctx: ToolContext) -> ToolRun:
         host_questions.reset(asking)
     if isinstance(output, str):
         output = ToolOutput(output)
-    content = list(output.content) or [DiffContent(d.path, d.old_text, d.new_text) for d in output.diffs]
+    content = list(output.content) or [DiffContent(shown_path(ctx.host, d.path), d.old_text, d.new_text) for d in output.diffs]
     return ToolRun(
         ToolResultMessage(tool_call_id=call.id, tool_name=call.name, content=scrub(output.text), diffs=list(output.diffs)),
         content,

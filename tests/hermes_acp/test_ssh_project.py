@@ -98,6 +98,14 @@ async def test_an_ssh_project_end_to_end(hermes_home, tmp_path, box):
             edit = next(r for r in client.permission_requests if r.tool_call_id == "e1")
             assert edit.content[0].type == "diff"
             assert edit.content[0].old_text == "price = 10\n" and edit.content[0].new_text == "price = 12\n"
+            # diffs show the remote's path; locations keep this folder's, which the editor opens
+            assert edit.content[0].path == "/srv/app/notes.txt", edit.content[0].path
+            shown = [
+                c.path for u in client.of_kind("tool_call_update") if u.tool_call_id == "w1" for c in u.content or [] if c.type == "diff"
+            ]
+            assert shown == ["/srv/app/added.txt"], shown
+            started = {u.tool_call_id: u for u in client.of_kind("tool_call")}
+            assert [loc.path for loc in started["e1"].locations or []] == [str(mirror / "notes.txt")]
 
             await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])
             assert (app / "notes.txt").read_text() == "price = 10\n" and not (app / "added.txt").exists()
