@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.config import Config, ConfigError, config_path, home, load_config
+from core.config import Config, ConfigError, ProjectConfig, config_path, home, load_config
 from core.logs import RedactingFilter
 from core.redaction import SECRET_ENV_VARS
 
@@ -86,6 +86,8 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
     record(check_hermes_acp())
     record(check_sandbox())
     for check in await asyncio.to_thread(check_docker_projects, config):
+        record(check)
+    for check in await check_ssh_projects(config, timeout):
         record(check)
     record(check_mcp_token())
     record(check_node())
@@ -325,6 +327,38 @@ def check_docker_projects(config: Config | None) -> list[Check]:
             fix = f"Build it (docker build -t {project.image} .) or pull it (docker pull {project.image})"
             checks.append(Check(False, f"Project {name}: image {project.image} is not on the Docker daemon", fix))
     return checks
+
+
+async def check_ssh_projects(config: Config | None, timeout: float) -> list[Check]:
+    """For ``[projects.NAME] host = "ssh"``: whether each one connects (its host key known, the
+    login accepted) and its remote directory is there, each within ``timeout`` seconds."""
+    ssh = {name: p for name, p in (config.projects if config else {}).items() if p.host == "ssh"}
+    return list(await asyncio.gather(*(_check_ssh_project(name, project, timeout) for name, project in ssh.items())))
+
+
+async def _check_ssh_project(name: str, project: ProjectConfig, timeout: float) -> Check:
+    try:
+        from core.host.ssh import SshError, SshHost
+    except ModuleNotFoundError as exc:
+        return Check(False, f"Project {name}: the ssh host needs the Python package {exc.name!r}", "Reinstall hermes-editor.")
+    try:
+        host = SshHost(name, project)
+    except ValueError as exc:
+        return Check(False, f"Project {name}: {exc}")
+    where, root = host.target.label, str(host.target.root)
+    try:
+        async with asyncio.timeout(timeout):
+            kind = await host.kind_of(root)
+    except TimeoutError:
+        return Check(False, f"Project {name}: {where} did not answer within {timeout:g}s", "Check the host name, the port and the network.")
+    except (SshError, OSError) as exc:
+        return Check(False, f"Project {name}: {exc}")
+    finally:
+        await host.aclose()
+    if kind != "dir":
+        what = "does not exist" if kind is None else "is not a directory"
+        return Check(False, f"Project {name}: {root} {what} on {where}", f"Create it there, or fix ssh in [projects.{name}].")
+    return Check(True, f"Project {name}: {where} connects and {root} is there")
 
 
 def check_mcp_token() -> Check:
