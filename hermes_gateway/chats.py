@@ -206,6 +206,8 @@ class Conversations:
         # Waiting for background commands to end, to tell the chat while no turn runs.
         self._watchers: set[asyncio.Task[None]] = set()
         self._watched: set[int] = set()
+        # Closing the hosts of sessions the chats moved on from.
+        self._closing: set[asyncio.Task[None]] = set()
 
     def running(self) -> list[Conversation]:
         return [c for c in self._by_key.values() if c.turn is not None and not c.turn.done()]
@@ -213,7 +215,31 @@ class Conversations:
     async def close_hosts(self) -> None:
         """Close the hosts of the chats' sessions (background commands stop, containers go)."""
         hosts = [c.session.host for c in self._by_key.values() if c.session is not None]
-        await asyncio.gather(*(host.aclose() for host in hosts), return_exceptions=True)
+        await asyncio.gather(*(host.aclose() for host in hosts), *self._closing, return_exceptions=True)
+
+    def background_running(self, conversation: Conversation) -> int:
+        """How many background commands of the chat's session still run."""
+        jobs = getattr(conversation.session.host, "jobs", {}) if conversation.session is not None else {}
+        return sum(1 for job in jobs.values() if getattr(job, "ended", None) is None)
+
+    def _leave(self, conversation: Conversation, old: Session | None) -> None:
+        """The chat moved on from ``old``: its host is closed (background commands stop, a container
+        goes), once the turn running on it, if any, has ended."""
+        if old is None or old is conversation.session:
+            return
+        turn = conversation.turn if conversation.turn is not None and not conversation.turn.done() else None
+
+        async def close() -> None:
+            if turn is not None:
+                await asyncio.wait([turn])
+            try:
+                await old.host.aclose()
+            except Exception:
+                log.warning("closing the host of session %s failed", old.id[:8], exc_info=True)
+
+        closer = asyncio.create_task(close(), name=f"close-{conversation.target.key}")
+        self._closing.add(closer)
+        closer.add_done_callback(self._closing.discard)
 
     async def get(self, target: Target) -> Conversation:
         found = self._by_key.get(target.key)
@@ -300,14 +326,16 @@ class Conversations:
             await self._agent.store.update_session(session.id, model=conversation.model, meta={"model": conversation.model})
         if user_id is not None:
             await self._gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
-        conversation.session = session
+        old, conversation.session = conversation.session, session
+        self._leave(conversation, old)
         await self.save(conversation)
         return session
 
     async def resume(self, conversation: Conversation, session_id: str) -> Session | None:
         session = await self._open(conversation, session_id)
         if session is not None:
-            conversation.session = session
+            old, conversation.session = conversation.session, session
+            self._leave(conversation, old)
             await self.save(conversation)
         return session
 

@@ -108,9 +108,10 @@ class Commands:
 
     async def cmd_new(self, update: Update, target: Target, arg: str) -> None:
         conversation = await self._conversations.get(target)
+        jobs = self._conversations.background_running(conversation)
         self._conversations.stop(conversation)
         session = await self._conversations.new_session(conversation, _user_id(update))
-        await self._say(target, f"New conversation in {conversation.project} ({session.id[:8]}).")
+        await self._say(target, f"New conversation in {conversation.project} ({session.id[:8]})." + _jobs_end(jobs))
 
     async def cmd_project(self, update: Update, target: Target, arg: str) -> None:
         conversation = await self._conversations.get(target)
@@ -123,9 +124,10 @@ class Commands:
             await self._say(target, f"No project named {arg!r}. Configured: {', '.join(projects)}.")
             return
         conversation.project = arg
+        jobs = self._conversations.background_running(conversation)
         self._conversations.stop(conversation)
         await self._conversations.new_session(conversation, _user_id(update))
-        await self._say(target, f"Now in project {arg} ({projects[arg]}); a new conversation starts.")
+        await self._say(target, f"Now in project {arg} ({projects[arg]}); a new conversation starts." + _jobs_end(jobs))
 
     async def cmd_mode(self, update: Update, target: Target, arg: str) -> None:
         conversation = await self._conversations.get(target)
@@ -287,13 +289,15 @@ class Commands:
         if project is None:
             await self._say(target, "That session is not in one of your configured projects.")
             return
+        jobs = self._conversations.background_running(conversation)
         self._conversations.stop(conversation)
         conversation.project = project
         session = await self._conversations.resume(conversation, record.id)
         if session is None:
             await self._say(target, "That session no longer exists.")
             return
-        await self._say(target, f"Resumed {record.title or record.id[:8]} ({len(session.history)} messages, from {record.surface}).")
+        resumed = f"Resumed {record.title or record.id[:8]} ({len(session.history)} messages, from {record.surface})."
+        await self._say(target, resumed + _jobs_end(jobs))
 
     async def cmd_cron(self, update: Update, target: Target, arg: str) -> None:
         """Jobs belong to whoever made them; the owner ([gateway] owner) sees and controls all."""
@@ -380,3 +384,12 @@ def runs_text(job, runs) -> str:
         said = (run.error or run.result or "").strip().replace("\n", " ")
         lines.append(f"{when} {run.status}" + (f": {said[:300]}" if said else ""))
     return "\n".join(lines)
+
+
+def _jobs_end(running: int) -> str:
+    """What the reply to a chat leaving its session says of that session's background commands."""
+    if not running:
+        return ""
+    if running == 1:
+        return " The previous conversation's background command is stopped with it."
+    return f" The previous conversation's {running} background commands are stopped with it."

@@ -34,3 +34,26 @@ def test_a_chat_runs_commands_in_the_projects_container(hermes_home, project, te
     while containers_of(name) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert containers_of(name) == [], "the container goes with the gateway"
+
+
+def test_new_closes_the_previous_sessions_container(hermes_home, project, telegram):
+    image = busybox_image()
+    name = f"chat-{uuid.uuid4().hex[:8]}"
+    os.chown(project, 1234, 1234)
+    script = [
+        {"tool_calls": [{"id": "b1", "name": "run_command", "arguments": {"command": "sleep 600", "background": True}}]},
+        {"text": "Started it."},
+    ]
+    extra = f'[projects.{name}]\npath = "{project}"\nhost = "docker"\nimage = "{image}"\n'
+    with ScriptedOpenAIServer(script) as model, start(hermes_home, project, telegram, model, extra=extra):
+        telegram.send_user_message(OWNER, "/mode accept-edits")
+        telegram.wait_text(OWNER, "accept-edits")
+        telegram.send_user_message(OWNER, "start the long job")
+        telegram.wait_text(OWNER, "Started it.")
+        assert [c.status for c in containers_of(name)] == ["running"]
+        telegram.send_user_message(OWNER, "/new")
+        telegram.wait_text(OWNER, "background command is stopped with it")
+        deadline = time.monotonic() + 30
+        while containers_of(name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert containers_of(name) == [], "the previous session's container goes on /new, while the gateway runs"
