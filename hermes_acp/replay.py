@@ -28,12 +28,17 @@ __all__ = ["replay_updates", "subagent_content"]
 MAX_REPLAYED_OUTPUT = 4000
 
 
-def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path, extra: Mapping[str, list[ToolContent]] | None = None) -> list:
+def replay_updates(
+    history: list[Message], tools: dict[str, Tool], cwd: Path, extra: Mapping[str, list[ToolContent]] | None = None, *, host: object = None
+) -> list:
     """Every update the user saw, in order: their messages, replies, thoughts, tool calls, plans.
 
-    ``extra``: content shown at the end of a tool call besides its own (a delegate call's subagents)."""
+    ``extra``: content shown at the end of a tool call besides its own (a delegate call's subagents);
+    ``host``: the session's host, which names the paths diffs show."""
     import acp
     from acp.schema import ImageContentBlock, ToolCallProgress, ToolCallStart, UserMessageChunk
+
+    from core.tools.dispatch import shown_path
 
     updates: list = []
     unanswered: list[str] = []
@@ -93,7 +98,7 @@ def replay_updates(history: list[Message], tools: dict[str, Tool], cwd: Path, ex
         elif isinstance(message, ToolResultMessage):
             if message.tool_call_id in unanswered:
                 unanswered.remove(message.tool_call_id)
-            content: list[ToolContent] = [DiffContent(d.path, d.old_text, d.new_text) for d in message.diffs]
+            content: list[ToolContent] = [DiffContent(shown_path(host, d.path), d.old_text, d.new_text) for d in message.diffs]
             if not content and message.is_error:
                 content = [TextContent(message.content[:MAX_REPLAYED_OUTPUT])]
             content += (extra or {}).get(message.tool_call_id, [])

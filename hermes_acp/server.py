@@ -151,7 +151,9 @@ class HermesAgent:
         live = await self._ops.reopen(session_id, cwd, mcp_servers, additional_directories)
         started = time.perf_counter()
         subagents = await self._ops.subagent_replay(live)
-        updates = replay_updates(live.session.history, self._ops.agent.tools_for(live.session), live.session.cwd, subagents)
+        updates = replay_updates(
+            live.session.history, self._ops.agent.tools_for(live.session), live.session.cwd, subagents, host=live.session.host
+        )
         for update in updates:
             await send_update(self._backend.conn, session_id, update)
         log.info("session %s replayed: %d updates in %.0f ms", session_id, len(updates), (time.perf_counter() - started) * 1000)

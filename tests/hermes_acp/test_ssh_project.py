@@ -107,6 +107,11 @@ async def test_an_ssh_project_end_to_end(hermes_home, tmp_path, box):
             started = {u.tool_call_id: u for u in client.of_kind("tool_call")}
             assert [loc.path for loc in started["e1"].locations or []] == [str(mirror / "notes.txt")]
 
+            client.updates.clear()
+            await conn.load_session(cwd=str(mirror), session_id=sid, mcp_servers=[])
+            replayed = [c.path for u in client.of_kind("tool_call_update") for c in u.content or [] if c.type == "diff"]
+            assert replayed == ["/srv/app/notes.txt", "/srv/app/added.txt"], replayed
+
             await conn.prompt(session_id=sid, prompt=[acp.text_block("/undo")])
             assert (app / "notes.txt").read_text() == "price = 10\n" and not (app / "added.txt").exists()
 
