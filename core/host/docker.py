@@ -29,7 +29,7 @@ from typing import Any
 from core.config import ProjectConfig
 from core.events import TextContent
 from core.host.local import BackgroundCommand, Emit, LocalHost
-from core.host.processes import CommandResult, OutputCapture, next_job_id
+from core.host.processes import CommandResult, KeptOutputJob, OutputCapture, next_job_id
 from core.host.sandbox import Confinement, protected_entries
 from core.paths import is_secret_path
 
@@ -203,61 +203,29 @@ class _Exec:
             await self.signal("KILL")
 
 
-class DockerJob:
+class DockerJob(KeptOutputJob):
     """A background command in the container, its output kept (the newest ``limit`` bytes)."""
 
     def __init__(self, job_id: str, command: str, proc: _Exec, limit: int) -> None:
-        self.id = job_id
-        self.command = command
-        self.told: set[str] = set()  # whom its end was announced to (core.host.processes.take_ended)
         self._proc = proc
-        self._limit = limit
-        self._unread = bytearray()
-        self._dropped = 0
         self._code: int | None = None
-        self._changed = asyncio.Event()
-        self._pump = asyncio.create_task(self._read_output())
+        super().__init__(job_id, command, limit)
 
     async def _read_output(self) -> None:
         async for data in self._proc.chunks():
-            self._unread += data
-            if len(self._unread) > self._limit:
-                cut = len(self._unread) - self._limit
-                del self._unread[:cut]
-                self._dropped += cut
-            self._changed.set()
+            self._keep(data)
         try:
             self._code = await self._proc.exit_code()
         finally:
             self._changed.set()
 
-    @property
-    def ended(self) -> CommandResult | None:
-        """How it ended (exit code or signal, no output); None while it runs."""
-        return _code_result(self._code, "") if self._pump.done() else None
+    def _result(self, text: str) -> CommandResult:
+        return _code_result(self._code, text)
 
     async def wait(self) -> None:
         """Until it has ended (or been stopped)."""
         with contextlib.suppress(Exception):
             await asyncio.shield(self._pump)
-
-    def _take(self) -> str:
-        text = bytes(self._unread).decode("utf-8", errors="replace")
-        if self._dropped:
-            text = f"[... {self._dropped} bytes of earlier output dropped ...]\n{text}"
-        self._unread.clear()
-        self._dropped = 0
-        self._changed.clear()
-        return text
-
-    async def read(self, wait: float = 0) -> tuple[str, CommandResult | None]:
-        if wait > 0 and not self._unread and not self._pump.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
-        text = self._take()
-        if not self._pump.done():
-            return text, None
-        return text, _code_result(self._code, text)
 
     async def stop(self) -> CommandResult:
         if not self._pump.done():
@@ -266,8 +234,7 @@ class DockerJob:
                 await asyncio.wait_for(asyncio.shield(self._pump), 5)
             except TimeoutError:  # something it started still holds its output
                 self._pump.cancel()
-        text = self._take()
-        return _code_result(self._code, text)
+        return self._result(self._take())
 
 
 class DockerHost(LocalHost):

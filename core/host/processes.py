@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import os
 import signal
@@ -22,6 +23,7 @@ from core.state_home import user_umask
 __all__ = [
     "CommandResult",
     "EndedCommand",
+    "KeptOutputJob",
     "LocalJob",
     "OutputCapture",
     "child_environment",
@@ -207,43 +209,40 @@ def _result(code: int | None, output: str, *, omitted: int = 0, timed_out: bool 
     )
 
 
-class LocalJob:
-    """A background command on this machine, its output kept (the newest ``limit`` bytes)."""
+class KeptOutputJob:
+    """What every host's background command shares: its id and command, whom its end was told
+    to, and the newest ``limit`` bytes of its output, kept until read. A host's job feeds
+    ``_keep`` from ``_read_output`` and says how it ended in ``_result``."""
 
-    def __init__(self, job_id: str, command: str, proc: asyncio.subprocess.Process, limit: int) -> None:
+    def __init__(self, job_id: str, command: str, limit: int) -> None:
         self.id = job_id
         self.command = command
         # Whom its end was announced to (see ``take_ended``).
         self.told: set[str] = set()
-        self._proc = proc
         self._limit = limit
         self._unread = bytearray()
         self._dropped = 0
         self._changed = asyncio.Event()
         self._pump = asyncio.create_task(self._read_output())
-        _LIVE_GROUPS.add(proc.pid)
 
     async def _read_output(self) -> None:
-        assert self._proc.stdout is not None
-        while data := await self._proc.stdout.read(65536):
-            self._unread += data
-            if len(self._unread) > self._limit:
-                cut = len(self._unread) - self._limit
-                del self._unread[:cut]
-                self._dropped += cut
-            self._changed.set()
-        await self._proc.wait()
-        _LIVE_GROUPS.discard(self._proc.pid)
+        raise NotImplementedError
+
+    def _result(self, text: str) -> CommandResult:
+        raise NotImplementedError
+
+    def _keep(self, data: bytes) -> None:
+        self._unread += data
+        if len(self._unread) > self._limit:
+            cut = len(self._unread) - self._limit
+            del self._unread[:cut]
+            self._dropped += cut
         self._changed.set()
 
     @property
     def ended(self) -> CommandResult | None:
         """How it ended (exit code or signal, no output); None while it runs."""
-        return _result(_wrapped_code(self._proc), "") if self._pump.done() else None
-
-    async def wait(self) -> None:
-        """Until it has ended (or been stopped)."""
-        await asyncio.shield(self._pump)
+        return self._result("") if self._pump.done() else None
 
     def _take(self) -> str:
         text = bytes(self._unread).decode("utf-8", errors="replace")
@@ -255,15 +254,38 @@ class LocalJob:
         return text
 
     async def read(self, wait: float = 0) -> tuple[str, CommandResult | None]:
+        """The output since the last read (waiting up to ``wait`` s for some), and how it ended once it has."""
         if wait > 0 and not self._unread and not self._pump.done():
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait)
-            except TimeoutError:
-                pass
         text = self._take()
         if not self._pump.done():
             return text, None
-        return text, _result(_wrapped_code(self._proc), text)
+        return text, self._result(text)
+
+
+class LocalJob(KeptOutputJob):
+    """A background command on this machine, its output kept (the newest ``limit`` bytes)."""
+
+    def __init__(self, job_id: str, command: str, proc: asyncio.subprocess.Process, limit: int) -> None:
+        self._proc = proc
+        super().__init__(job_id, command, limit)
+        _LIVE_GROUPS.add(proc.pid)
+
+    async def _read_output(self) -> None:
+        assert self._proc.stdout is not None
+        while data := await self._proc.stdout.read(65536):
+            self._keep(data)
+        await self._proc.wait()
+        _LIVE_GROUPS.discard(self._proc.pid)
+        self._changed.set()
+
+    def _result(self, text: str) -> CommandResult:
+        return _result(_wrapped_code(self._proc), text)
+
+    async def wait(self) -> None:
+        """Until it has ended (or been stopped)."""
+        await asyncio.shield(self._pump)
 
     async def stop(self) -> CommandResult:
         if not self._pump.done():
@@ -274,8 +296,7 @@ class LocalJob:
                 _signal_group(self._proc.pid, signal.SIGKILL)
                 await self._pump
         _LIVE_GROUPS.discard(self._proc.pid)
-        text = self._take()
-        return _result(_wrapped_code(self._proc), text)
+        return self._result(self._take())
 
 
 NOTE_PREFIX = "[Background command "

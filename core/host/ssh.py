@@ -36,7 +36,7 @@ import asyncssh
 from core.events import TextContent
 from core.host.checkpoints import register_files
 from core.host.local import BackgroundCommand, Emit
-from core.host.processes import CommandResult, OutputCapture, next_job_id
+from core.host.processes import CommandResult, KeptOutputJob, OutputCapture, next_job_id
 from core.host.questions import host_questions
 from core.host.sandbox import Confinement
 from core.host.text_files import TextFile, decode_text, encode_text
@@ -625,28 +625,16 @@ class _RemoteProcess:
         return CommandResult(exit_code=code, output=output, truncated=omitted > 0, signal=sig, timed_out=timed_out, omitted=omitted)
 
 
-class RemoteJob:
+class RemoteJob(KeptOutputJob):
     """A background command on the remote machine; the newest ``limit`` bytes of output kept."""
 
     def __init__(self, job_id: str, command: str, proc: _RemoteProcess, limit: int) -> None:
-        self.id = job_id
-        self.command = command
-        self.told: set[str] = set()
         self._proc = proc
-        self._limit = limit
-        self._unread = bytearray()
-        self._dropped = 0
-        self._changed = asyncio.Event()
-        self._pump = asyncio.create_task(self._read_output())
+        super().__init__(job_id, command, limit)
 
     async def _read_output(self) -> None:
         async for data in self._proc.output():
-            self._unread += data
-            if len(self._unread) > self._limit:
-                cut = len(self._unread) - self._limit
-                del self._unread[:cut]
-                self._dropped += cut
-            self._changed.set()
+            self._keep(data)
         await self._proc.wait()
         self._changed.set()
 
@@ -655,30 +643,8 @@ class RemoteJob:
             text += f"\n[the connection to {self._proc.host.target.label} dropped; the command may still run there]"
         return self._proc.result(text)
 
-    @property
-    def ended(self) -> CommandResult | None:
-        return self._result("") if self._pump.done() else None
-
     async def wait(self) -> None:
         await asyncio.shield(self._pump)
-
-    def _take(self) -> str:
-        text = bytes(self._unread).decode("utf-8", errors="replace")
-        if self._dropped:
-            text = f"[... {self._dropped} bytes of earlier output dropped ...]\n{text}"
-        self._unread.clear()
-        self._dropped = 0
-        self._changed.clear()
-        return text
-
-    async def read(self, wait: float = 0) -> tuple[str, CommandResult | None]:
-        if wait > 0 and not self._unread and not self._pump.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
-        text = self._take()
-        if not self._pump.done():
-            return text, None
-        return text, self._result(text)
 
     async def stop(self) -> CommandResult:
         if not self._pump.done():
