@@ -35,6 +35,14 @@ __all__ = [
     "McpServerConfig",
     "ModelsConfig",
     "TelegramConfig",
+    "DiscordConfig",
+    "EmailConfig",
+    "MatrixConfig",
+    "PlatformSettings",
+    "SignalConfig",
+    "SlackConfig",
+    "VoiceConfig",
+    "WhatsAppConfig",
     "WebConfig",
     "ModelRef",
     "ProviderConfig",
@@ -172,6 +180,131 @@ class TelegramConfig(_Strict):
     webhook_port: int = Field(default=8443, gt=0, lt=65536)
     poll_timeout: float = Field(default=30.0, ge=0, description="seconds one getUpdates long poll waits")
     edit_interval: float = Field(default=1.5, gt=0, description="seconds between edits of a streaming reply")
+
+
+class PlatformSettings(_Strict):
+    """What every chat platform's section shares: who may talk to the bot and who owns it."""
+
+    enabled: bool = Field(default=True, description="false keeps the section but does not connect")
+    allowed_users: list[str] = Field(default_factory=list, description="the platform's user ids (never names)")
+    owner: str | None = Field(default=None, description="the owner's user id on this platform")
+    api_base_url: str | None = Field(default=None, description="the platform's API base (a local server in tests)")
+    edit_interval: float = Field(default=1.5, gt=0, description="seconds between edits of a streaming reply")
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("owner", mode="before")
+    @classmethod
+    def _owner_as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) else value
+
+    def configured(self) -> bool:
+        """Whether this platform has what it needs to connect (its credentials)."""
+        return False
+
+
+class DiscordConfig(PlatformSettings):
+    """``[discord]``: a bot from the Developer Portal (Message Content intent on). Token may come from ``DISCORD_BOT_TOKEN``."""
+
+    token: SecretStr | None = None
+    gateway_url: str | None = Field(default=None, description="the websocket gateway (a local server in tests)")
+
+    def configured(self) -> bool:
+        return self.enabled and self.token is not None
+
+
+class SlackConfig(PlatformSettings):
+    """``[slack]``: a Slack app; Socket Mode needs the app-level token (``xapp-``), the Events API a signing secret."""
+
+    bot_token: SecretStr | None = Field(default=None, description="xoxb-... (SLACK_BOT_TOKEN)")
+    app_token: SecretStr | None = Field(default=None, description="xapp-... for Socket Mode (SLACK_APP_TOKEN)")
+    mode: Literal["socket", "events"] = "socket"
+    signing_secret: SecretStr | None = Field(default=None, description="Events API mode: requests are verified with it")
+    events_listen: str = "127.0.0.1"
+    events_port: int = Field(default=3000, gt=0, lt=65536)
+
+    def configured(self) -> bool:
+        return self.enabled and self.bot_token is not None
+
+
+class WhatsAppConfig(PlatformSettings):
+    """``[whatsapp]``: the WhatsApp Business Cloud API (a webhook in, the Graph API out)."""
+
+    access_token: SecretStr | None = Field(default=None, description="WHATSAPP_ACCESS_TOKEN")
+    phone_number_id: str | None = None
+    app_secret: SecretStr | None = Field(default=None, description="signs webhook requests (X-Hub-Signature-256); required")
+    verify_token: SecretStr | None = Field(default=None, description="echoed in the webhook verification handshake")
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(default=8444, gt=0, lt=65536)
+    webhook_path: str = "/whatsapp"
+
+    def configured(self) -> bool:
+        return self.enabled and self.access_token is not None and self.phone_number_id is not None
+
+
+class SignalConfig(PlatformSettings):
+    """``[signal]``: a signal-cli daemon (``signal-cli -a NUMBER daemon --http``) on this machine."""
+
+    account: str | None = Field(default=None, description="the bot's phone number, +4912345...")
+    url: str = Field(default="http://127.0.0.1:8080", description="the daemon's HTTP address")
+
+    def configured(self) -> bool:
+        return self.enabled and self.account is not None
+
+
+class MatrixConfig(PlatformSettings):
+    """``[matrix]``: a Matrix account on a homeserver. ``access_token`` (MATRIX_ACCESS_TOKEN) or ``password``."""
+
+    homeserver: str | None = None
+    user_id: str | None = Field(default=None, description="@bot:example.org")
+    access_token: SecretStr | None = None
+    password: SecretStr | None = None
+    device_id: str | None = None
+    encryption: bool = Field(default=False, description="join and answer in end-to-end encrypted rooms")
+
+    def configured(self) -> bool:
+        return (
+            self.enabled
+            and self.homeserver is not None
+            and self.user_id is not None
+            and (self.access_token is not None or self.password is not None)
+        )
+
+
+class EmailConfig(PlatformSettings):
+    """``[email]``: a mailbox read over IMAP (IDLE) and answered over SMTP."""
+
+    address: str | None = Field(default=None, description="the bot's address")
+    imap_host: str | None = None
+    imap_port: int = Field(default=993, gt=0, lt=65536)
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=465, gt=0, lt=65536)
+    username: str | None = None
+    password: SecretStr | None = Field(default=None, description="EMAIL_PASSWORD")
+    security: Literal["tls", "starttls", "none"] = Field(default="tls", description="none only for a server on this machine")
+    folder: str = "INBOX"
+    trusted_authserv_id: str | None = Field(
+        default=None, description="the receiving server's authserv-id in Authentication-Results; only its verdicts count"
+    )
+
+    def configured(self) -> bool:
+        return self.enabled and None not in (self.address, self.imap_host, self.smtp_host) and self.password is not None
+
+
+class VoiceConfig(_Strict):
+    """``[voice]``: speech to text for voice notes and audio prompts, text to speech for ``/voice on``."""
+
+    stt_base_url: str | None = Field(default=None, description="an OpenAI-compatible API with /audio/transcriptions")
+    stt_model: str = "whisper-1"
+    stt_api_key: SecretStr | None = Field(default=None, description="VOICE_STT_API_KEY; the provider's key when unset")
+    tts_base_url: str | None = Field(default=None, description="an OpenAI-compatible API with /audio/speech")
+    tts_model: str = "gpt-4o-mini-tts"
+    tts_voice: str = "alloy"
+    tts_api_key: SecretStr | None = None
+    max_seconds: float = Field(default=600.0, gt=0, description="longer voice notes are not transcribed")
 
 
 class GatewayConfig(_Strict):
@@ -451,6 +584,13 @@ class Config(_Strict):
     approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    whatsapp: WhatsAppConfig = Field(default_factory=WhatsAppConfig)
+    signal: SignalConfig = Field(default_factory=SignalConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
+    email: EmailConfig = Field(default_factory=EmailConfig)
+    voice: VoiceConfig = Field(default_factory=VoiceConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     learning: LearningSettings = Field(default_factory=LearningSettings)
@@ -505,7 +645,22 @@ class Config(_Strict):
     def secrets(self) -> list[str]:
         """Every secret value configured, for redaction."""
         found = [p.api_key.get_secret_value() for p in self.providers.values() if p.api_key]
-        for secret in (self.telegram.token, self.telegram.webhook_secret):
+        for secret in (
+            self.telegram.token,
+            self.telegram.webhook_secret,
+            self.discord.token,
+            self.slack.bot_token,
+            self.slack.app_token,
+            self.slack.signing_secret,
+            self.whatsapp.access_token,
+            self.whatsapp.app_secret,
+            self.whatsapp.verify_token,
+            self.matrix.access_token,
+            self.matrix.password,
+            self.email.password,
+            self.voice.stt_api_key,
+            self.voice.tts_api_key,
+        ):
             if secret is not None:
                 found.append(secret.get_secret_value())
         for hook in self.cron.webhooks.values():
@@ -599,6 +754,19 @@ def parse_model_ref(spec: str, providers: dict[str, ProviderConfig], *, env: str
 
 
 _ENV_PROVIDERS = ("openai", "anthropic", "openrouter")
+# Platform secrets that may come from the environment instead of config.toml.
+_PLATFORM_SECRETS = (
+    ("discord", "token", "DISCORD_BOT_TOKEN"),
+    ("slack", "bot_token", "SLACK_BOT_TOKEN"),
+    ("slack", "app_token", "SLACK_APP_TOKEN"),
+    ("slack", "signing_secret", "SLACK_SIGNING_SECRET"),
+    ("whatsapp", "access_token", "WHATSAPP_ACCESS_TOKEN"),
+    ("whatsapp", "app_secret", "WHATSAPP_APP_SECRET"),
+    ("matrix", "access_token", "MATRIX_ACCESS_TOKEN"),
+    ("email", "password", "EMAIL_PASSWORD"),
+    ("voice", "stt_api_key", "VOICE_STT_API_KEY"),
+    ("voice", "tts_api_key", "VOICE_TTS_API_KEY"),
+)
 
 
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -641,6 +809,9 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         config.telegram.token = SecretStr(env["TELEGRAM_BOT_TOKEN"])
     if env.get("TELEGRAM_API_BASE_URL"):
         config.telegram.api_base_url = env["TELEGRAM_API_BASE_URL"]
+    for section, key, variable in _PLATFORM_SECRETS:
+        if env.get(variable):
+            setattr(getattr(config, section), key, SecretStr(env[variable]))
     if env_model := env.get(_MODEL_ENV):
         if problem := _model_form_problem(env_model):
             raise ConfigError(
