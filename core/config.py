@@ -307,16 +307,32 @@ class VoiceConfig(_Strict):
     max_seconds: float = Field(default=600.0, gt=0, description="longer voice notes are not transcribed")
 
 
+# ``[gateway] owner``: a Telegram user id (a number), or "<platform>:<native id>".
+_OWNER_FORM = re.compile(r"[0-9]+|[a-z][a-z0-9_]*:\S.*")
+
+
 class GatewayConfig(_Strict):
     """``[gateway]``: projects a chat may bind to, the owner, remote approvals."""
 
     projects: dict[str, str] = Field(default_factory=dict, description="name = path; the first is the default")
-    owner: int | None = Field(default=None, description="numeric Telegram user id that gets remote approvals")
+    owner: int | str | None = Field(
+        default=None,
+        description='who gets remote approvals: an identity "discord:456", or a number (a Telegram user id)',
+    )
     remote_approvals_after: float | None = Field(
         default=None, gt=0, description="seconds an editor's question waits before it goes to the owner's chat; off when unset"
     )
     shutdown_grace: float = Field(default=20.0, ge=0, description="seconds a turn in flight may finish on SIGTERM")
     files_max_bytes: int = Field(default=20_000_000, gt=0)
+
+    @field_validator("owner", mode="before")
+    @classmethod
+    def _owner_identity(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            return value
+        if isinstance(value, str) and _OWNER_FORM.fullmatch(value.strip()):
+            return value.strip()
+        raise ValueError('an identity such as "discord:456" or "email:ada@example.org", or a number (a Telegram user id)')
 
 
 def _check_destination(spec: str) -> str:
@@ -640,6 +656,19 @@ class Config(_Strict):
         for name, provider in self.providers.items():
             labels.extend(f"{name}:{model}" for model in provider.models)
         return list(dict.fromkeys(labels))
+
+    def owner_identities(self) -> frozenset[str]:
+        """The owner's identities (``telegram:123``, ``discord:456``): ``[gateway] owner`` (a number is a
+        Telegram user id) and the ``owner`` of each platform's section."""
+        found: set[str] = set()
+        if self.gateway.owner is not None:
+            owner = str(self.gateway.owner)
+            found.add(owner if ":" in owner else f"telegram:{owner}")
+        for name in type(self).model_fields:
+            section = getattr(self, name)
+            if isinstance(section, PlatformSettings) and section.owner:
+                found.add(f"{name}:{section.owner}")
+        return frozenset(found)
 
     @property
     def secrets(self) -> list[str]:
