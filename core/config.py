@@ -295,15 +295,24 @@ class EmailConfig(PlatformSettings):
 
 
 class VoiceConfig(_Strict):
-    """``[voice]``: speech to text for voice notes and audio prompts, text to speech for ``/voice on``."""
+    """``[voice]``: speech to text for voice notes and audio prompts, text to speech for ``/voice on``.
 
-    stt_base_url: str | None = Field(default=None, description="an OpenAI-compatible API with /audio/transcriptions")
-    stt_model: str = "whisper-1"
-    stt_api_key: SecretStr | None = Field(default=None, description="VOICE_STT_API_KEY; the provider's key when unset")
+    Unset base URLs fall back to the ``openai`` provider (OPENAI_API_KEY); see core.models.speech.
+    """
+
+    stt_base_url: str | None = Field(
+        default=None,
+        description='an OpenAI-compatible API with /audio/transcriptions (OpenAI, Groq, a local whisper server), or "local" for faster-whisper',
+    )
+    stt_model: str = Field(
+        default="whisper-1", description='the model; with "local", a faster-whisper size or directory ("base" for whisper-1)'
+    )
+    stt_api_key: SecretStr | None = Field(default=None, description="VOICE_STT_API_KEY; else the key of the provider at the same base_url")
+    stt_language: str | None = Field(default=None, description='ISO-639-1 code of the language spoken ("en"); detected when unset')
     tts_base_url: str | None = Field(default=None, description="an OpenAI-compatible API with /audio/speech")
     tts_model: str = "gpt-4o-mini-tts"
     tts_voice: str = "alloy"
-    tts_api_key: SecretStr | None = None
+    tts_api_key: SecretStr | None = Field(default=None, description="VOICE_TTS_API_KEY; else the key of the provider at the same base_url")
     max_seconds: float = Field(default=600.0, gt=0, description="longer voice notes are not transcribed")
 
 
