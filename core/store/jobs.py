@@ -15,7 +15,7 @@ import re
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -33,6 +33,8 @@ __all__ = [
     "JobRecord",
     "JobStore",
     "RunRecord",
+    "chat_key_of_target",
+    "chat_target",
     "parse_destination",
     "scheduler_running",
 ]
@@ -109,6 +111,20 @@ def parse_destination(text: str, *, base: Path) -> Destination:
     return Destination("webhook", value)
 
 
+def chat_target(chat_key: str) -> str:
+    """The delivery target of a run's result in a chat: ``chat:<place key>`` (``chat:discord:123:0``)."""
+    return f"chat:{chat_key}"
+
+
+def chat_key_of_target(target: str) -> str | None:
+    """The place key of a chat target; None for another kind of target. The older ``chat:123`` (a
+    Telegram chat id) is ``telegram:123:0``."""
+    kind, sep, value = target.partition(":")
+    if kind != "chat" or not sep or not value:
+        return None
+    return f"telegram:{value}:0" if re.fullmatch(r"-?[0-9]+", value) else value
+
+
 def scheduler_running(gateway_dir: Path) -> bool:
     """Whether a gateway with its scheduler on is running: one of its lock files in ``gateway_dir``
     (``$HERMES_EDITOR_HOME/gateway``) is held and its status file does not say cron is off."""
@@ -152,23 +168,24 @@ class JobRecord:
     prompt: str
     project: str
     mode: str
-    chat_id: int | None
-    thread_id: int | None
+    # The place its results go to (``telegram:-100200:7``); None: no chat.
+    chat_key: str | None
     paused: bool
     created_at: float
     next_run_at: float | None
     last_run_at: float | None
-    # The chat user who made it; None: made on the machine (CLI, editor, MCP), the owner's.
-    owner_id: int | None = None
+    # The person who made it in a chat (``telegram:123``); None: made on the machine (CLI, editor, MCP), the owner's.
+    owner_id: str | None = None
     # Destinations besides the store and the chat, as specs (``file:/abs/path``, ``webhook:URL``);
     # None: the ``[cron] deliver`` defaults; empty: none at all.
     deliver: tuple[str, ...] | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> JobRecord:
-        fields = {k: row[k] for k in row.keys()}  # noqa: SIM118 (a Row iterates its values)
-        deliver = fields.pop("deliver", None)
-        return cls(**fields | {"paused": bool(row["paused"]), "deliver": None if deliver is None else tuple(json.loads(deliver))})
+        # The table keeps columns no longer read (chat_id, thread_id, telegram_owner_id: see m009).
+        values = {f.name: row[f.name] for f in fields(cls)}
+        deliver = values.pop("deliver")
+        return cls(**values | {"paused": bool(row["paused"]), "deliver": None if deliver is None else tuple(json.loads(deliver))})
 
     def destinations(self, defaults: list[str] | tuple[str, ...] = ()) -> list[Destination]:
         """This job's destinations: its own, or ``defaults`` when it names none (defaults that do
@@ -185,12 +202,13 @@ class JobRecord:
     def parsed(self) -> Schedule:
         return Schedule.from_text(self.schedule)
 
-    def controlled_by(self, user_id: int | None, owner: int | None) -> bool:
-        """Whether ``user_id`` may see and control this job: the gateway's ``owner`` and the
-        machine (``user_id`` None) control every job; any other chat user only the jobs they made."""
-        if user_id is None or (owner is not None and user_id == owner):
+    def controlled_by(self, user: str | None, owners: frozenset[str]) -> bool:
+        """Whether ``user`` (a person) may see and control this job: the gateway's owner (one of
+        ``owners``, the owner's identities) and the machine (``user`` None) control every job; any
+        other person only the jobs they made."""
+        if user is None or user in owners:
             return True
-        return self.owner_id is not None and self.owner_id == user_id
+        return self.owner_id is not None and self.owner_id == user
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +240,7 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class DeliveryRecord:
-    """One destination of one run's result: ``chat:ID``, ``file:PATH`` or ``webhook:URL|NAME``."""
+    """One destination of one run's result: ``chat:<place key>``, ``file:PATH`` or ``webhook:URL|NAME``."""
 
     run_id: str
     target: str
@@ -254,14 +272,13 @@ class JobStore:
         prompt: str,
         project: str,
         mode: str = "read-only",
-        chat_id: int | None = None,
-        thread_id: int | None = None,
-        owner_id: int | None = None,
+        chat_key: str | None = None,
+        owner_id: str | None = None,
         deliver: list[str] | tuple[str, ...] | None = None,
         now: float | None = None,
     ) -> JobRecord:
-        """Create a job for ``owner_id`` (a chat user; None: the owner); its first fire time is
-        computed from ``now``. ``deliver``: destination specs (see :func:`parse_destination`);
+        """Create a job for ``owner_id`` (a person; None: the owner) whose results go to the place
+        ``chat_key`` (None: no chat); its first fire time is computed from ``now``. ``deliver``: destination specs (see :func:`parse_destination`);
         None takes the ``[cron] deliver`` defaults at each delivery."""
         now = time.time() if now is None else now
         job_id = uuid.uuid4().hex[:8]
@@ -270,8 +287,8 @@ class JobStore:
         async def body(conn: aiosqlite.Connection) -> None:
             await db.execute(
                 conn,
-                "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_id, thread_id,"
-                " paused, created_at, next_run_at, owner_id, deliver) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_key,"
+                " paused, created_at, next_run_at, owner_id, deliver) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
                 (
                     job_id,
                     name,
@@ -280,8 +297,7 @@ class JobStore:
                     prompt,
                     project,
                     mode,
-                    chat_id,
-                    thread_id,
+                    chat_key,
                     now,
                     first,
                     owner_id,
@@ -298,11 +314,12 @@ class JobStore:
         row = await self._store._fetchone("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
         return JobRecord.from_row(row) if row else None
 
-    async def list_jobs(self, *, chat_id: int | None = None) -> list[JobRecord]:
-        if chat_id is None:
+    async def list_jobs(self, *, chat_key: str | None = None) -> list[JobRecord]:
+        """Every job, or those whose results go to the place ``chat_key``, oldest first."""
+        if chat_key is None:
             rows = await self._store._fetchall("SELECT * FROM cron_jobs ORDER BY created_at", ())
         else:
-            rows = await self._store._fetchall("SELECT * FROM cron_jobs WHERE chat_id = ? ORDER BY created_at", (chat_id,))
+            rows = await self._store._fetchall("SELECT * FROM cron_jobs WHERE chat_key = ? ORDER BY created_at", (chat_key,))
         return [JobRecord.from_row(r) for r in rows]
 
     async def set_paused(self, job_id: str, paused: bool, *, now: float | None = None) -> bool:

@@ -377,3 +377,125 @@ async def m008_subagent_sessions(conn: aiosqlite.Connection) -> None:
             "CREATE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id) WHERE parent_call_id IS NOT NULL",
         ],
     )
+
+
+@migration
+async def m009_platform_identities(conn: aiosqlite.Connection) -> None:
+    # Every chat platform shares the gateway's tables, so a user is an identity ("telegram:123",
+    # "discord:456") and a chat a place key ("<platform>:<chat>:<thread or 0>"); what was stored so
+    # far is Telegram's (user ids, "CHAT:THREAD" keys). Tables whose ids were INTEGER are rebuilt with
+    # TEXT (gateway_users.user_id was the rowid itself). cron_jobs is altered in place: cron_runs
+    # references it, and SQLite before 3.35 cannot drop a column, so chat_id and thread_id stay,
+    # unused, beside the new chat_key, and the old owner_id is renamed telegram_owner_id.
+    # gateway_links ties identities to one person (the identity they were linked to), so that a
+    # person's sessions and jobs follow them across platforms; a link is made with a one-time code.
+    user = "'telegram:' || {0}"
+    maybe_user = "CASE WHEN {0} IS NULL THEN NULL ELSE 'telegram:' || {0} END"
+    direct = "CASE WHEN {0} IS NULL THEN NULL ELSE 'telegram:' || {0} || ':0' END"
+    await _run(
+        conn,
+        [
+            """
+            CREATE TABLE pairing_codes_new (
+                code TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                chat_key TEXT NOT NULL,
+                name TEXT,
+                status TEXT NOT NULL DEFAULT 'pending',
+                created_at REAL NOT NULL,
+                expires_at REAL NOT NULL
+            )
+            """,
+            f"INSERT INTO pairing_codes_new SELECT code, {user.format('user_id')}, {direct.format('chat_id')}, name, status,"
+            " created_at, expires_at FROM pairing_codes",
+            "DROP TABLE pairing_codes",
+            "ALTER TABLE pairing_codes_new RENAME TO pairing_codes",
+            "CREATE INDEX pairing_codes_user ON pairing_codes (user_id, created_at)",
+            "CREATE INDEX pairing_codes_pending ON pairing_codes (status, expires_at)",
+            """
+            CREATE TABLE gateway_users_new (
+                user_id TEXT PRIMARY KEY NOT NULL,
+                name TEXT,
+                chat_key TEXT,
+                approved_at REAL NOT NULL
+            )
+            """,
+            f"INSERT INTO gateway_users_new SELECT {user.format('user_id')}, name, {direct.format('chat_id')}, approved_at FROM gateway_users",
+            "DROP TABLE gateway_users",
+            "ALTER TABLE gateway_users_new RENAME TO gateway_users",
+            """
+            CREATE TABLE gateway_chats_new (
+                chat_key TEXT PRIMARY KEY NOT NULL,
+                project TEXT,
+                session_id TEXT,
+                mode TEXT,
+                updated_at REAL NOT NULL,
+                turn_user TEXT
+            )
+            """,
+            f"INSERT INTO gateway_chats_new SELECT {user.format('chat_key')}, project, session_id, mode, updated_at,"
+            f" {maybe_user.format('turn_user')} FROM gateway_chats",
+            "DROP TABLE gateway_chats",
+            "ALTER TABLE gateway_chats_new RENAME TO gateway_chats",
+            "CREATE INDEX gateway_chats_session ON gateway_chats (session_id)",
+            """
+            CREATE TABLE gateway_sessions_new (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                chat_key TEXT,
+                origin TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )
+            """,
+            f"INSERT INTO gateway_sessions_new SELECT session_id, {user.format('user_id')}, {maybe_user.format('chat_key')}, origin,"
+            " created_at FROM gateway_sessions WHERE session_id IN (SELECT id FROM sessions)",
+            "DROP TABLE gateway_sessions",
+            "ALTER TABLE gateway_sessions_new RENAME TO gateway_sessions",
+            "CREATE INDEX gateway_sessions_user ON gateway_sessions (user_id, created_at)",
+            """
+            CREATE TABLE gateway_remote_approvals_new (
+                approval_id TEXT PRIMARY KEY,
+                chat_key TEXT NOT NULL,
+                message_id TEXT,
+                sent_at REAL NOT NULL
+            )
+            """,
+            f"INSERT INTO gateway_remote_approvals_new SELECT approval_id, {direct.format('chat_id')}, message_id, sent_at"
+            " FROM gateway_remote_approvals",
+            "DROP TABLE gateway_remote_approvals",
+            "ALTER TABLE gateway_remote_approvals_new RENAME TO gateway_remote_approvals",
+            "ALTER TABLE cron_jobs ADD COLUMN chat_key TEXT",
+            "UPDATE cron_jobs SET chat_key = 'telegram:' || chat_id || ':' || coalesce(thread_id, 0) WHERE chat_id IS NOT NULL",
+            "ALTER TABLE cron_jobs RENAME COLUMN owner_id TO telegram_owner_id",
+            "ALTER TABLE cron_jobs ADD COLUMN owner_id TEXT",
+            f"UPDATE cron_jobs SET owner_id = {user.format('telegram_owner_id')} WHERE telegram_owner_id IS NOT NULL",
+            # A run's chat destination was "chat:CHAT" (the job's thread implied): now "chat:<place key>".
+            """
+            UPDATE cron_deliveries SET target = 'chat:telegram:' || substr(target, 6) || ':' || coalesce(
+                (SELECT j.thread_id FROM cron_runs r JOIN cron_jobs j ON j.id = r.job_id
+                 WHERE r.id = cron_deliveries.run_id AND j.chat_id = CAST(substr(cron_deliveries.target, 6) AS INTEGER)), 0)
+            WHERE target GLOB 'chat:*[0-9]*' AND substr(target, 6) NOT GLOB '*[^0-9-]*'
+            """,
+            """
+            CREATE TABLE gateway_links (
+                identity TEXT PRIMARY KEY NOT NULL,
+                person TEXT NOT NULL,
+                linked_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX gateway_links_person ON gateway_links (person)",
+            """
+            CREATE TABLE gateway_link_codes (
+                code TEXT PRIMARY KEY NOT NULL,
+                identity TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                expires_at REAL NOT NULL,
+                used INTEGER NOT NULL DEFAULT 0
+            )
+            """,
+            "CREATE INDEX gateway_link_codes_identity ON gateway_link_codes (identity, used, expires_at)",
+            # Wrong link codes per identity, so that guessing one is stopped after a few tries.
+            "CREATE TABLE gateway_link_attempts (identity TEXT NOT NULL, at REAL NOT NULL)",
+            "CREATE INDEX gateway_link_attempts_identity ON gateway_link_attempts (identity, at)",
+        ],
+    )

@@ -67,7 +67,7 @@ def test_catch_up_runs_only_the_latest_slot_within_grace():
 
 async def _job(jobs: JobStore, *, created: float, schedule: str = "every 1h"):
     return await jobs.add_job(
-        name="report", schedule=parse_schedule(schedule), timezone="UTC", prompt="p", project="/tmp", chat_id=1, now=created
+        name="report", schedule=parse_schedule(schedule), timezone="UTC", prompt="p", project="/tmp", chat_key="telegram:1:0", now=created
     )
 
 

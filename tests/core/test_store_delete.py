@@ -59,9 +59,11 @@ async def test_deleting_drops_approvals_and_unlinks_gateway_and_cron_rows(store,
             "INSERT INTO approvals (id, session_id, tool_call_id, tool_name, title, created_at) VALUES ('ap1', ?, 'c', 't', 'x', ?)",
             (session.id, now),
         )
-        conn.execute("INSERT INTO gateway_remote_approvals (approval_id, chat_id, sent_at) VALUES ('ap1', 1, ?)", (now,))
-        conn.execute("INSERT INTO gateway_chats (chat_key, session_id, updated_at) VALUES ('c1', ?, ?)", (session.id, now))
-        conn.execute("INSERT INTO gateway_sessions (session_id, user_id, origin, created_at) VALUES (?, 1, 'chat', ?)", (session.id, now))
+        conn.execute("INSERT INTO gateway_remote_approvals (approval_id, chat_key, sent_at) VALUES ('ap1', 'telegram:1:0', ?)", (now,))
+        conn.execute("INSERT INTO gateway_chats (chat_key, session_id, updated_at) VALUES ('telegram:1:0', ?, ?)", (session.id, now))
+        conn.execute(
+            "INSERT INTO gateway_sessions (session_id, user_id, origin, created_at) VALUES (?, 'telegram:1', 'chat', ?)", (session.id, now)
+        )
 
     await delete_sessions(store, [session.id])
 
