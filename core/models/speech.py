@@ -68,13 +68,27 @@ class SpeechError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Service:
-    """One direction's service: where it is, its key, its model, and the settings that chose them."""
+    """One direction's service: where it is, its key, its model, and whether the openai provider
+    stands in for ``[voice]`` (messages then say which settings to check)."""
 
+    kind: str  # "stt" or "tts": names the [voice] settings in messages
     base_url: str
     api_key: str | None
     model: str
-    setting: str  # names the setting that chose base_url, for messages
-    key_setting: str  # what to set when the key is refused
+    from_provider: bool = False
+
+    @property
+    def base_setting(self) -> str:
+        return f"[voice] {self.kind}_base_url"
+
+    def key_advice(self) -> str:
+        own = f"set [voice] {self.kind}_api_key in config.toml (or VOICE_{self.kind.upper()}_API_KEY)"
+        return f"check OPENAI_API_KEY ([providers.openai] api_key), or {own}" if self.from_provider else own
+
+    def address_advice(self) -> str:
+        if self.from_provider:
+            return f"check OPENAI_BASE_URL ([providers.openai] base_url), or set {self.base_setting}"
+        return f"check {self.base_setting} and that the service is running"
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -94,7 +108,7 @@ def _stt_service(config: Config) -> _Service | None:
     voice = config.voice
     if voice.stt_base_url and voice.stt_base_url.strip() == LOCAL:
         model = _LOCAL_DEFAULT_MODEL if voice.stt_model == "whisper-1" else voice.stt_model
-        return _Service(LOCAL, None, model, '[voice] stt_base_url = "local"', "")
+        return _Service("stt", LOCAL, None, model)
     return _service(
         config,
         voice.stt_base_url,
@@ -111,22 +125,15 @@ def _tts_service(config: Config) -> _Service | None:
 
 def _service(config: Config, base_url: str | None, api_key: Any, model: str, kind: str) -> _Service | None:
     key = api_key.get_secret_value() if api_key is not None else None
-    key_setting = f"set [voice] {kind}_api_key in config.toml (or VOICE_{kind.upper()}_API_KEY)"
     if base_url and base_url.strip():
         base = base_url.strip().rstrip("/")
-        return _Service(base, key or _provider_key_for(config, base), model, f"[voice] {kind}_base_url", key_setting)
+        return _Service(kind, base, key or _provider_key_for(config, base), model)
     openai = config.providers.get("openai")
     if openai is None or openai.resolved_profile("openai").wire != "openai":
         return None
     base = (openai.base_url or OPENAI_API).rstrip("/")
     provider_key = openai.api_key.get_secret_value() if openai.api_key is not None else None
-    return _Service(
-        base,
-        key or provider_key,
-        model,
-        "[providers.openai] (OPENAI_API_KEY / OPENAI_BASE_URL)",
-        f"check OPENAI_API_KEY ([providers.openai] api_key), or {key_setting}",
-    )
+    return _Service(kind, base, key or provider_key, model, from_provider=True)
 
 
 def _provider_key_for(config: Config, base: str) -> str | None:
@@ -336,11 +343,11 @@ def _failure(exc: Exception, what: str, path: str, service: _Service, secrets: l
     detail = _api_message(getattr(exc, "body", None)) or str(getattr(exc, "message", None) or exc)
     if isinstance(status, int):
         if status in (401, 403):
-            text = f"{where} refused the API key (HTTP {status}): {service.key_setting}"
+            text = f"{where} refused the API key (HTTP {status}): {service.key_advice()}"
         elif status == 404:
             text = (
-                f"{where} has no {path} (HTTP 404: {detail}): set {service.setting} to an OpenAI-compatible API's base, "
-                "e.g. https://api.groq.com/openai/v1 or http://127.0.0.1:8000/v1"
+                f"{where} has no {path} (HTTP 404: {detail}): set {service.base_setting} to the base of an "
+                "OpenAI-compatible API that has it, e.g. https://api.groq.com/openai/v1 or http://127.0.0.1:8000/v1"
             )
         elif status == 429:
             text = f"{where} is rate limiting requests (HTTP 429: {detail}); try again in a minute"
@@ -349,11 +356,11 @@ def _failure(exc: Exception, what: str, path: str, service: _Service, secrets: l
         else:
             text = f"{where} refused the request (HTTP {status}): {detail}"
     elif "APITimeoutError" in names:
-        text = f"{where} did not answer within {_TIMEOUT:.0f} s; try again, or check {service.setting}"
+        text = f"{where} did not answer within {_TIMEOUT:.0f} s; try again, or {service.address_advice()}"
     elif "APIConnectionError" in names:
         cause = exc.__cause__ or exc.__context__
         why = f"{type(cause).__name__}: {cause}" if cause is not None else detail
-        text = f"could not reach {where} ({why}); check {service.setting} and that the service is running"
+        text = f"could not reach {where} ({why}); {service.address_advice()}"
     else:
         text = f"{where} failed ({type(exc).__name__}: {detail})"
     return SpeechError(redact(text, secrets))
