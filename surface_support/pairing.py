@@ -1,8 +1,9 @@
 """Pairing: how an unknown messaging user becomes an allowed one, with the owner's say-so.
 
 Default deny. An unknown user who writes to the bot gets a one-time code; the owner runs
-``hermes-editor pairing approve CODE`` on the machine, which adds the user's numeric id to
-the allowlist. Codes come from ``secrets`` (8 characters, no look-alikes such as 0/O, 1/I/L),
+``hermes-editor pairing approve CODE`` on the machine, which adds the user's identity
+(``telegram:123``, ``discord:456``: the platform's id, never a name) to the allowlist. An
+identity linked to an allowed person (see ``GatewayStore.redeem_link_code``) is allowed too. Codes come from ``secrets`` (8 characters, no look-alikes such as 0/O, 1/I/L),
 expire after an hour, and approvals lock for an hour after repeated wrong codes (guessing is
 pointless).
 
@@ -17,15 +18,18 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.store.gateway import GatewayStore, PairingCode
+from core.config import Config, PlatformSettings
+from core.store.gateway import GatewayStore, PairingCode, identity_of
 
 __all__ = [
     "ALPHABET",
     "CODE_LENGTH",
     "Pairing",
     "PairingError",
+    "configured_identities",
     "new_code",
 ]
 
@@ -53,6 +57,17 @@ def normalise(code: str) -> str:
     return "".join(code.split()).upper().replace("-", "")
 
 
+def configured_identities(config: Config) -> set[str]:
+    """Who may use the bot by configuration: every platform section's ``allowed_users`` (Telegram's
+    are numbers) and the owner's identities."""
+    found = {f"telegram:{user}" for user in config.telegram.allowed_users}
+    for name in type(config).model_fields:
+        section = getattr(config, name)
+        if isinstance(section, PlatformSettings):
+            found.update(f"{name}:{user}" for user in section.allowed_users)
+    return found | config.owner_identities()
+
+
 @dataclass(frozen=True, slots=True)
 class Issued:
     """What an unknown user is told: their code (None when none can be issued now) and why."""
@@ -63,34 +78,41 @@ class Issued:
 
 
 class Pairing:
-    """The allowlist (configured ids plus paired users) and the code lifecycle."""
+    """The allowlist (configured identities plus paired ones, and those linked to either) and the code lifecycle."""
 
-    def __init__(self, store: GatewayStore, configured: list[int] | None = None, *, max_pending: int = MAX_PENDING) -> None:
+    def __init__(self, store: GatewayStore, configured: Iterable[str | int] | None = None, *, max_pending: int = MAX_PENDING) -> None:
+        # A bare number among the configured ids is a Telegram user id (older configuration).
         self._store = store
-        self._configured = set(configured or [])
+        self._configured = {identity_of(c) for c in configured or ()}
         self._max_pending = max_pending
 
-    async def allowed(self, user_id: int | None) -> bool:
-        """Whether this numeric user id may use the bot. Names are never consulted."""
-        if user_id is None:
+    async def allowed(self, identity: str | None) -> bool:
+        """Whether this identity (``discord:456``) may use the bot: it, or the person it is linked
+        to, is configured or paired. Names are never consulted."""
+        if not identity:
             return False
-        return user_id in self._configured or await self._store.is_user_allowed(user_id)
+        person = await self._store.person_of(identity)
+        for who in dict.fromkeys((identity, person)):
+            if who in self._configured or await self._store.is_user_allowed(who):
+                return True
+        return False
 
-    async def request(self, user_id: int, chat_id: int, name: str | None, *, now: float | None = None) -> Issued:
-        """Give an unknown user a code: their live one if they have one, else a new one (at most
-        one every few minutes per user)."""
+    async def request(self, identity: str, chat_key: str, name: str | None, *, now: float | None = None) -> Issued:
+        """Give an unknown identity a code (asked for at the place ``chat_key``): its live one if it
+        has one, else a new one (at most one every few minutes per identity)."""
         now = time.time() if now is None else now
-        last = await self._store.code_for_user(user_id)
+        last = await self._store.code_for_user(identity)
         if last is not None and last.status == "pending" and last.expires_at > now:
             return Issued(last.code, last.expires_at)
         if last is not None and now - last.created_at < REISSUE_AFTER:
             return Issued(None, None, "Too many pairing requests; try again in a few minutes.")
-        fresh = PairingCode(new_code(), user_id, chat_id, name, "pending", now, now + CODE_TTL)
+        fresh = PairingCode(new_code(), identity, chat_key, name, "pending", now, now + CODE_TTL)
         issued = await self._store.issue_code(fresh, max_pending=self._max_pending)
         return Issued(issued.code, issued.expires_at)
 
-    async def approve(self, code: str, *, now: float | None = None) -> PairingCode:
-        """Approve a code on the machine; raises PairingError (wrong, expired, locked out)."""
+    async def approve(self, code: str, *, now: float | None = None) -> str:
+        """Approve a code on the machine; returns the identity it admitted. Raises PairingError
+        (wrong, expired, locked out)."""
         now = time.time() if now is None else now
         if await self._store.recent_failures(now - LOCKOUT) >= MAX_FAILURES:
             raise PairingError(
@@ -99,7 +121,7 @@ class Pairing:
         found = await self._store.approve_code(normalise(code), now)
         if found is None:
             raise PairingError("No pending pairing code matches (codes expire after an hour). Ask the user to message the bot again.")
-        return found
+        return found.user_id
 
     async def pending(self, *, now: float | None = None) -> list[PairingCode]:
         return await self._store.pending_codes(time.time() if now is None else now)
