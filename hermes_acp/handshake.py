@@ -12,7 +12,8 @@ Only well-formed requests are answered here; anything unusual (odd types, a miss
 no model configured) is left to the SDK, which answers it with the proper error. The server builds
 its own answers from the same functions, and a test checks that both paths answer identically.
 
-Imports only the standard library, the config and the option tables.
+Imports only the standard library, the config and the option tables (and, to say whether audio
+prompts can be transcribed, ``core.models.speech``, which leaves its SDK unloaded).
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def self_command() -> str:
     return shutil.which(argv0) or argv0
 
 
-def initialize_result(protocol_version: int, *, terminal_auth: bool, images: bool, config_file: Path) -> dict[str, Any]:
+def initialize_result(
+    protocol_version: int, *, terminal_auth: bool, images: bool, config_file: Path, audio: bool = False
+) -> dict[str, Any]:
     """The ``initialize`` result as it goes on the wire."""
     methods: list[dict[str, Any]] = []
     if terminal_auth:
@@ -83,7 +86,7 @@ def initialize_result(protocol_version: int, *, terminal_auth: bool, images: boo
         "protocolVersion": min(protocol_version, PROTOCOL_VERSION),
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": images, "audio": audio, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}},
         },
@@ -106,6 +109,15 @@ def images_supported(config: Config | None) -> bool:
         return False
     profile = config.profile()
     return bool(profile and profile.images) or bool(config.models.vision)
+
+
+def audio_supported(config: Config | None) -> bool:
+    """Audio prompts are accepted when they can be transcribed (``[voice]``, or the openai provider)."""
+    if config is None:
+        return False
+    from core.models.speech import transcription_configured
+
+    return transcription_configured(config)
 
 
 def not_ready(config: Config | None, config_error: str | None = None) -> str | None:
@@ -192,7 +204,13 @@ class EarlyAnswers:
         config = self.config()
         self._answer(
             request_id,
-            initialize_result(protocol_version, terminal_auth=terminal_auth, images=images_supported(config), config_file=config_path()),
+            initialize_result(
+                protocol_version,
+                terminal_auth=terminal_auth,
+                images=images_supported(config),
+                audio=audio_supported(config),
+                config_file=config_path(),
+            ),
         )
 
         line = self._read_line()

@@ -18,7 +18,14 @@ from core.events import PermissionNeeded, StopReason, TurnEnded
 from core.messages import UserMessage
 from hermes_acp.backend import Backend
 from hermes_acp.commands import parse_command
-from hermes_acp.handshake import RELOAD_METHOD, SETUP_METHOD, images_supported, initialize_result, new_session_result
+from hermes_acp.handshake import (
+    RELOAD_METHOD,
+    SETUP_METHOD,
+    audio_supported,
+    images_supported,
+    initialize_result,
+    new_session_result,
+)
 from hermes_acp.live import iso
 from hermes_acp.options import DEFAULT_THOUGHT, SessionChoices, mode_state, thought_levels
 from hermes_acp.replay import replay_updates
@@ -100,8 +107,13 @@ class HermesAgent:
         auth_caps = getattr(client_capabilities, "auth", None)
         self._terminal_auth = bool(getattr(auth_caps, "terminal", False) if not isinstance(auth_caps, dict) else auth_caps.get("terminal"))
         self._backend.load_config()
+        config = self._backend.config
         result = initialize_result(
-            protocol_version, terminal_auth=self._terminal_auth, images=images_supported(self._backend.config), config_file=config_path()
+            protocol_version,
+            terminal_auth=self._terminal_auth,
+            images=images_supported(config),
+            audio=audio_supported(config),
+            config_file=config_path(),
         )
         return InitializeResponse.model_validate(result)
 

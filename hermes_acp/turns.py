@@ -165,12 +165,22 @@ class Turns:
         await self._sessions.agent.broker.answer(request.id, decision, by="acp")
 
     async def user_message(self, blocks: list, live: LiveSession) -> UserMessage:
-        """Text, resource links (read) and embedded resources, as one user message."""
+        """Text, audio (transcribed), resource links (read) and embedded resources, as one user message.
+
+        An audio block becomes the text "(voice) <transcript>", which the user is shown as part of
+        their own message (a ``user_message_chunk``: Zed appends it to the message just sent, and a
+        replayed session shows the same words). Audio that cannot be transcribed fails the prompt
+        before anything is stored, saying what to set or what went wrong.
+        """
         parts: list[TextPart | ImagePart] = []
+        heard: list[str] = []
         for block in blocks:
             kind = getattr(block, "type", None)
             if kind == "text":
                 parts.append(TextPart(text=block.text))
+            elif kind == "audio":
+                heard.append(f"(voice) {await self._transcript(block)}")
+                parts.append(TextPart(text=heard[-1]))
             elif kind == "image":
                 # A model that does not take images gets a description (core.agent.vision).
                 parts.append(ImagePart(media_type=block.mime_type, data=block.data))
@@ -190,7 +200,31 @@ class Turns:
                 parts.append(TextPart(text=f"[{kind} content is not supported and was omitted]"))
         if not parts:
             parts.append(TextPart(text=""))
+        if heard:
+            import acp
+
+            for text in heard:
+                await send_update(self._backend.conn, live.session.id, acp.update_user_message_text(text))
         return UserMessage(parts=parts)
+
+    async def _transcript(self, block) -> str:
+        """The words of an audio block; a protocol error naming what to set or what failed."""
+        import base64
+        import binascii
+
+        from acp import RequestError
+
+        from core.models.speech import SpeechError, transcribe
+
+        try:
+            audio = base64.b64decode(block.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise RequestError.invalid_params({"audio": "the audio block's data is not base64"}) from None
+        try:
+            return await transcribe(self._sessions.config, audio, filename="prompt", mime=block.mime_type or "")
+        except SpeechError as exc:
+            log.warning("audio prompt not transcribed: %s", exc)
+            raise RequestError.invalid_params({"audio": f"The audio was not transcribed: {exc}."}) from None
 
     async def _linked(self, block, session) -> str:
         uri = block.uri
