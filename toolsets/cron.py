@@ -12,9 +12,10 @@ could not write without asking (``.git/``, ``.envrc``, secrets) are refused. A j
 read-only unless the user approved one that may edit (``accept-edits``); nobody is present to
 approve anything during a run.
 
-A job belongs to the chat user whose turn made it; the gateway's owner (``[gateway] owner``)
-controls every job, anyone else only their own. Outside a chat (no chat user) the tool acts for
-the owner, as the CLI does.
+A job belongs to the person whose turn made it in a chat (a person on several platforms is one,
+their identities linked); the gateway's owner (any of the owner's identities) controls every job,
+anyone else only their own. Outside a chat (no chat user) the tool acts for the owner, as the
+CLI does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from core.config import home
 from core.paths import is_secret_path, protected_reason, within
+from core.store import SessionStore
 from core.store.jobs import Destination, DestinationError, JobRecord, parse_destination, scheduler_running
 from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
 from core.tools.context import ToolContext
@@ -57,27 +59,25 @@ def _title(args: CronArgs) -> str:
 
 
 class _Chat(NamedTuple):
-    """Who the tool acts for (None: no chat user, the owner), and where a new job's results go."""
+    """Who the tool acts for (a person; None: no chat user, the owner), and the place a new job's results go."""
 
-    user_id: int | None
-    chat_id: int | None
-    thread_id: int | None
+    user: str | None
+    chat_key: str | None
 
 
-async def _chat_of(store, session_id: str) -> _Chat:
+async def _chat_of(store: SessionStore, session_id: str) -> _Chat:
     from core.store.gateway import GatewayStore
 
     bound = await GatewayStore(store).session_chats(session_id)
     if not bound:
-        return _Chat(None, None, None)
+        return _Chat(None, None)
     users = {user for _, user in bound}
     if len(users) != 1 or None in users:
         raise ToolError(
             "This session is open in several chats (or no chat user is recorded for this turn), so it is not clear "
             "whose jobs these are; use /cron in the chat instead."
         )
-    chat, _, thread = bound[0][0].partition(":")
-    return _Chat(users.pop(), int(chat), (int(thread) or None) if thread else None)
+    return _Chat(users.pop(), bound[0][0])
 
 
 _NO_SCHEDULER = (
@@ -119,7 +119,7 @@ def _destinations(ctx: ToolContext, given: list[str]) -> tuple[list[Destination]
 def _where(job: JobRecord, ctx: ToolContext) -> str:
     """Where a job's results go, for the model and the user."""
     places = ["the store (`hermes-editor cron runs " + job.id + "`)"]
-    if job.chat_id is not None:
+    if job.chat_key is not None:
         places.append("this chat")
     for dest in job.destinations(ctx.settings.cron.deliver):
         places.append(f"file {dest.value}" if dest.kind == "file" else f"webhook {dest.value}")
@@ -132,12 +132,12 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
     results are kept for `hermes-editor cron runs`, go to this chat if there is one, and to files or webhooks named in deliver."""
     from core.store.jobs import JobStore
 
-    owner = ctx.settings.owner
+    owners = ctx.settings.owners
     store = ctx.session_store()
     jobs = JobStore(store)
     chat = await _chat_of(store, ctx.session_id)
     if args.action == "list":
-        found = [j for j in await jobs.list_jobs() if j.controlled_by(chat.user_id, owner)]
+        found = [j for j in await jobs.list_jobs() if j.controlled_by(chat.user, owners)]
         if not found:
             return ToolOutput("No scheduled jobs of this user.")
         return ToolOutput(
@@ -156,7 +156,7 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
         except ScheduleError as exc:
             raise ToolError(str(exc)) from None
         destinations, outside = _destinations(ctx, args.deliver) if args.deliver is not None else ([], [])
-        if outside and chat.user_id is not None and chat.user_id != owner:
+        if outside and chat.user is not None and chat.user not in owners:
             raise ToolError(
                 "Only the bot's owner may send a job's results outside the project (a file elsewhere or a webhook URL): "
                 f"{outside[0]}. Nothing was scheduled; use a file inside the project, or a webhook the owner configured."
@@ -174,9 +174,8 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
             prompt=args.prompt,
             project=str(ctx.roots[0]),
             mode=args.mode,
-            chat_id=chat.chat_id,
-            thread_id=chat.thread_id,
-            owner_id=chat.user_id,
+            chat_key=chat.chat_key,
+            owner_id=chat.user,
             deliver=None if args.deliver is None else [d.spec for d in destinations],
         )
         text = f"Added job {added.id}: {schedule.describe()}, next {fmt_time(added.next_run_at, tz)}; results go to {_where(added, ctx)}."
@@ -188,7 +187,7 @@ async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
     job = await jobs.get_job(args.job_id)
     if job is None:
         raise ToolError(f"no job {args.job_id}; list them with action=list")
-    if not job.controlled_by(chat.user_id, owner):
+    if not job.controlled_by(chat.user, owners):
         raise ToolError(
             f"job {args.job_id} belongs to another user: this user can see and control only the jobs they made "
             "(the bot's owner controls all). Nothing was changed; list theirs with action=list."

@@ -87,7 +87,7 @@ async def _readable(store: SessionStore, ctx: ToolContext) -> set[str] | None:
     """The sessions this call may read: None for all; limited when a chat user other than the owner can read this one."""
     from core.store.gateway import GatewayStore
 
-    return await GatewayStore(store).readable_sessions(ctx.session_id, ctx.settings.owner)
+    return await GatewayStore(store).readable_sessions(ctx.session_id, ctx.settings.owners)
 
 
 async def _transcripts(store: SessionStore, hits: list[history.Hit]) -> list[tuple[str, str]]:

@@ -37,8 +37,9 @@ class ToolSettings:
     """What tools read of the configuration, taken from it once when the agent is built."""
 
     learning: LearningSettings = field(default_factory=LearningSettings)
-    # The gateway's owner (``[gateway] owner``): reads every session and controls every job.
-    owner: int | None = None
+    # The gateway owner's identities (``telegram:123``, ``discord:456``; ``Config.owner_identities``):
+    # the owner reads every session and controls every job.
+    owners: frozenset[str] = frozenset()
     # The zone new schedules are read in (``[cron] timezone``); None: the system's.
     timezone: str | None = None
     # ``[cron]``: the default destinations and named webhooks the cron tool offers.
@@ -49,7 +50,9 @@ class ToolSettings:
     @classmethod
     def of(cls, config: Config) -> ToolSettings:
         """The settings of ``config``."""
-        return cls(learning=config.learning, owner=config.gateway.owner, timezone=config.cron.timezone, cron=config.cron, web=config.web)
+        return cls(
+            learning=config.learning, owners=config.owner_identities(), timezone=config.cron.timezone, cron=config.cron, web=config.web
+        )
 
 
 @dataclass(slots=True)
