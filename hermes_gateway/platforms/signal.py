@@ -437,7 +437,11 @@ class SignalPlatform(Platform):
             code = error.get("code")
             message = str(error.get("message") or "failed")
             if code == UNTRUSTED_KEY_ERROR:
-                message += f" (the recipient's safety number changed: 'signal-cli -a {self.number} trust -a RECIPIENT' accepts it)"
+                message += (
+                    " (the recipient's safety number changed: trust the new key with the daemon's 'trust' method, "
+                    '{"recipient": RECIPIENT, "trustAllKnownKeys": true}, or with '
+                    f"'signal-cli -a {self.number} trust -a RECIPIENT' while the daemon is stopped)"
+                )
             raise SignalError(method, f"{message} (error {code})", code, error.get("data"))
         return reply.get("result") if isinstance(reply, dict) else None
 

@@ -92,6 +92,7 @@ class FakeSignalCli:
         self.users: dict[str, SignalUser] = {}
         self.rate_limited = 0  # how many more sends answer -5 (rate limit)
         self.retry_after = 1
+        self.untrusted: set[str] = set()  # recipients whose safety number changed: sends to them fail with -4
         self.reject_styles = False  # refuse textStyle, as the daemon refuses a style it does not know
         self.event_connections = 0
         self._numbers = itertools.count(1001)
@@ -366,6 +367,11 @@ class FakeSignalCli:
         timestamp = self._timestamp()
         address = self._address(to)
         with self._cond:
+            if to in self.untrusted:
+                results = [{**address, "type": "IDENTITY_FAILURE"}]
+                raise RpcError(
+                    -4, "Failed to send message due to untrusted identities", {"response": {"timestamp": timestamp, "results": results}}
+                )
             if self.rate_limited > 0:
                 self.rate_limited -= 1
                 results = [{**address, "type": "RATE_LIMIT_FAILURE", "retryAfterSeconds": self.retry_after}]

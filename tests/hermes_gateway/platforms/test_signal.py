@@ -282,6 +282,17 @@ async def test_a_rate_limit_is_waited_out_once_then_reported(connected, fake):
     assert [m["text"] for m in fake.sent(ada.uuid)] == ["after the wait"]
 
 
+async def test_a_changed_safety_number_is_reported_with_how_to_trust_it(connected, fake):
+    platform, _ = connected
+    ada = fake.user("Ada")
+    fake.untrusted.add(ada.uuid)
+    with pytest.raises(SignalError) as failed:
+        await platform.send(platform.place_for(ada.uuid), "hello")
+    assert failed.value.code == -4 and "untrusted identities" in str(failed.value)
+    assert f"signal-cli -a {fake.account} trust -a RECIPIENT" in str(failed.value) and '"trustAllKnownKeys": true' in str(failed.value)
+    assert fake.sent() == []
+
+
 async def test_questions_show_no_buttons_and_a_reaction_by_position_is_a_press(connected, fake):
     platform, events = connected
     ada = fake.user("Ada")
