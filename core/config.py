@@ -225,6 +225,8 @@ class SlackConfig(PlatformSettings):
     signing_secret: SecretStr | None = Field(default=None, description="Events API mode: requests are verified with it")
     events_listen: str = "127.0.0.1"
     events_port: int = Field(default=3000, gt=0, lt=65536)
+    events_path: str = Field(default="/slack/events", description="Events API mode: the path of the Request URL")
+    slash_command: str = Field(default="/hermes", description="the app's slash command: '/hermes new' in the DM is /new")
 
     def configured(self) -> bool:
         return self.enabled and self.bot_token is not None
