@@ -10,10 +10,13 @@ request for another token gets 401 Unauthorized. The server stops itself after `
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import itertools
 import json
 import threading
 import time
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -66,6 +69,9 @@ class FakeTelegram:
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, message id) -> message
         self.callback_answers: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
+        # Files the bot uploaded (sendVoice, sendAudio, sendDocument, sendPhoto): method, chat_id,
+        # message_id, field, filename, mime, data, caption.
+        self.uploads: list[dict[str, Any]] = []
         self.fail_chats: dict[int, int] = {}  # chat -> how many more sends fail
         self.reject_html = False  # refuse every HTML text, as Telegram does with markup it cannot parse
         self.fail_methods: dict[str, int] = {}  # method -> how many more calls answer 502 Bad Gateway
@@ -143,6 +149,21 @@ class FakeTelegram:
         message = self.user_message(user_id, text, chat_id=chat_id, chat_type=chat_type, **extra)
         self.push({"edited_message" if edited else "message": message})
         return message
+
+    def send_voice_note(
+        self, user_id: int, audio: bytes, *, duration: int, chat_id: int | None = None, chat_type: str = "private", **extra: Any
+    ) -> dict[str, Any]:
+        """A user sends a voice note (Ogg/Opus as Telegram records them); its file is served by getFile."""
+        file_id = f"voice{next(self._update_ids)}"
+        self.files[file_id] = audio
+        voice = {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "duration": duration,
+            "mime_type": "audio/ogg",
+            "file_size": len(audio),
+        }
+        return self.send_user_message(user_id, "", chat_id=chat_id, chat_type=chat_type, voice=voice, **extra)
 
     def new_update_id(self) -> int:
         return next(self._update_ids)
@@ -247,6 +268,8 @@ class FakeTelegram:
             with self._cond:
                 self.callback_answers.append(params)
             return 200, _ok(True)
+        if method in _UPLOADS:
+            return self._upload(method, params)
         if method == "getFile":
             file_id = params["file_id"]
             if file_id not in self.files:
@@ -314,6 +337,74 @@ class FakeTelegram:
         }
         return 200, _ok(result)
 
+    def _upload(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        field = _UPLOADS[method]
+        sent = params.get(field)
+        if not isinstance(sent, _Part):
+            return 400, _err(f"Bad Request: there is no {field} in the request")
+        chat_id = int(params["chat_id"])
+        with self._cond:
+            message_id = next(self._message_ids)
+            self.uploads.append(
+                {
+                    "method": method,
+                    "chat_id": chat_id,
+                    "message_id": message_id,
+                    "field": field,
+                    "filename": sent.filename,
+                    "mime": sent.mime,
+                    "data": sent.data,
+                    "caption": params.get("caption"),
+                }
+            )
+        media = {"file_id": f"sent{message_id}", "file_unique_id": f"usent{message_id}", "file_size": len(sent.data)}
+        if field in ("voice", "audio"):
+            media |= {"duration": 1, "mime_type": sent.mime}
+        elif field == "document":
+            media |= {"file_name": sent.filename, "mime_type": sent.mime}
+        result = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+            "from": {"id": self.bot_id, "is_bot": True, "first_name": "Hermes"},
+            field: [media | {"width": 1, "height": 1}] if field == "photo" else media,
+            **({"caption": params["caption"]} if params.get("caption") else {}),
+        }
+        return 200, _ok(result)
+
+
+# Methods that upload a file, and the form field that carries it.
+_UPLOADS = {"sendVoice": "voice", "sendAudio": "audio", "sendDocument": "document", "sendPhoto": "photo"}
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A file in a multipart/form-data request."""
+
+    filename: str
+    mime: str
+    data: bytes
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, Any]:
+    """A multipart/form-data body's fields: files as ``_Part``, the rest as form values."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\nMIME-Version: 1.0\r\n\r\n" + raw
+    )
+    params: dict[str, Any] = {}
+    for part in message.iter_parts() if message.is_multipart() else []:
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        if not isinstance(name, str):
+            continue
+        if part.get_filename() is not None:
+            params[name] = _Part(part.get_filename() or "", part.get_content_type(), data)
+        else:
+            value = data.decode("utf-8")
+            params[name] = value if name in _STRINGS else _maybe_json(value)
+    return params
+
 
 def _ok(result: Any) -> dict[str, Any]:
     return {"ok": True, "result": result}
@@ -351,13 +442,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length).decode("utf-8") if length else ""
+        body = self.rfile.read(length) if length else b""
+        multipart = (self.headers.get("Content-Type") or "").startswith("multipart/form-data")
+        raw = "" if multipart else body.decode("utf-8")
         prefix = f"/bot{self.api.token}/"
         if not path.startswith(prefix):
             self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
             return
         params: dict[str, Any] = {}
-        if "json" in (self.headers.get("Content-Type") or "") and raw:
+        if multipart:
+            params = _multipart(self.headers.get("Content-Type") or "", body)
+        elif "json" in (self.headers.get("Content-Type") or "") and raw:
             params = json.loads(raw)
         else:
             for key, value in parse_qsl(raw, keep_blank_values=True):
