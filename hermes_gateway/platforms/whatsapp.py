@@ -38,6 +38,7 @@ import hashlib
 import hmac
 import json
 import logging
+import mimetypes
 import re
 import socket
 import time
@@ -458,8 +459,11 @@ class WhatsAppPlatform(Platform):
     def _attachment(self, kind: str, media: dict[str, Any]) -> Attachment:
         media_id = str(media["id"])
         mime = _base_mime(str(media.get("mime_type") or "application/octet-stream"))
-        extension = mime.rpartition("/")[2].split("+")[0] or "bin"
-        name = str(media.get("filename") or f"{kind}-{media_id}.{extension}")
+        # .ogg, not .oga: speech-to-text services know voice notes by that name.
+        extension = (".ogg" if mime == "audio/ogg" else mimetypes.guess_extension(mime)) or "." + (
+            re.sub(r"[^a-z0-9]", "", mime.rpartition("/")[2]) or "bin"
+        )
+        name = str(media.get("filename") or f"{'photo' if kind == 'image' else kind}-{media_id}{extension}")
 
         async def fetch() -> bytes:
             return await self.download(media_id)

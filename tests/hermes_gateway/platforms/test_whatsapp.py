@@ -347,7 +347,12 @@ async def test_an_attachment_is_fetched_only_when_asked(fake, connected):
     incoming = await events.next_message()
     assert incoming.text == "what is this?" and incoming.addressed
     [attachment] = incoming.attachments
-    assert attachment.mime == "image/jpeg" and attachment.name.endswith(".jpeg") and not attachment.voice
+    assert (
+        attachment.mime == "image/jpeg"
+        and attachment.name.startswith("photo-")
+        and attachment.name.endswith(".jpg")
+        and not attachment.voice
+    )
     downloads = [c for c in fake.calls if c[0] == "GET" and c[1] != f"/v21.0/{fake.phone_number_id}"]
     assert downloads == []  # nothing fetched before fetch()
     assert await attachment.fetch() == photo
@@ -361,7 +366,7 @@ async def test_a_voice_note_is_marked_as_voice(fake, connected):
     _, events = connected
     assert await deliver(fake, fake.media(ADA, "audio", b"OggS voice", "audio/ogg; codecs=opus", voice=True)) == 200
     [note] = (await events.next_message()).attachments
-    assert note.voice and note.mime == "audio/ogg" and await note.fetch() == b"OggS voice"
+    assert note.voice and note.mime == "audio/ogg" and note.name.endswith(".ogg") and await note.fetch() == b"OggS voice"
     assert await deliver(fake, fake.media(ADA, "audio", b"ID3 song", "audio/mpeg", voice=False)) == 200
     assert not (await events.next_message()).attachments[0].voice
 
