@@ -12,8 +12,9 @@ With ``api_key`` set, a request without that bearer token gets 401 as OpenAI ans
 about 60 ms per character of input) and ``wav`` with a WAV of silence; input over 4096 characters
 is refused as OpenAI refuses it.
 
-``spoken_wav(text)`` makes real speech with espeak-ng (it fails when espeak-ng is missing:
-``apt-get install espeak-ng``; ``.ci/run`` installs it).
+``spoken_wav(text)`` makes real speech with espeak-ng, ``spoken_ogg(text)`` the same encoded with
+libopus as a phone records a voice note (both fail when espeak-ng or libopus is missing:
+``apt-get install espeak-ng libopus0``; ``.ci/run`` installs them).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["FakeSpeech", "Upload", "ogg_opus", "spoken_wav", "wav_silence"]
+__all__ = ["FakeSpeech", "Upload", "ogg_opus", "spoken_ogg", "spoken_wav", "wav_silence"]
 
 # The extensions both OpenAI's and Groq's endpoints take.
 FORMATS = ["flac", "mp3", "mp4", "mpeg", "mpga", "m4a", "ogg", "wav", "webm"]
@@ -208,30 +209,99 @@ def wav_silence(seconds: float, rate: int = 16_000) -> bytes:
 
 def ogg_opus(seconds: float) -> bytes:
     """A valid Ogg/Opus file (mono, 48 kHz) holding ``seconds`` of silence in 20 ms packets."""
-    head = b"OpusHead" + struct.pack("<BBHIhB", 1, 1, _PRE_SKIP, 48_000, 0, 0)
+    count = max(1, round((seconds * 48_000 + _PRE_SKIP) / 960))
+    return _ogg_opus_file([_SILENCE] * count, input_rate=48_000)
+
+
+def spoken_ogg(text: str) -> bytes:
+    """``text`` spoken by espeak-ng and encoded with libopus as Telegram records voice notes: Ogg/Opus,
+    mono, 20 ms frames. Fails when espeak-ng or libopus (libopus0) is missing."""
+    import ctypes
+    import ctypes.util
+
+    wav = spoken_wav(text)
+    rate, pcm = _pcm16_mono(wav)
+    name = ctypes.util.find_library("opus")
+    if name is None:
+        raise RuntimeError("libopus is not installed: apt-get install libopus0 (.ci/run installs it); voice tests encode with it")
+    opus = ctypes.CDLL(name)
+    opus.opus_encoder_create.restype = ctypes.c_void_p
+    opus.opus_encoder_create.argtypes = [ctypes.c_int32, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    opus.opus_encode.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int16), ctypes.c_int, ctypes.c_char_p, ctypes.c_int32]
+    opus.opus_encoder_destroy.argtypes = [ctypes.c_void_p]
+    error = ctypes.c_int()
+    encoder = opus.opus_encoder_create(24_000, 1, 2048, ctypes.byref(error))  # 2048: OPUS_APPLICATION_VOIP
+    if not encoder or error.value != 0:
+        raise RuntimeError(f"libopus could not create an encoder (error {error.value})")
+    samples = _resample(pcm, rate, 24_000)
+    frame = 480  # 20 ms at 24 kHz
+    samples += [0] * (-len(samples) % frame + frame)  # the last frame padded, then one of silence
+    packets = []
+    out = ctypes.create_string_buffer(4000)
+    try:
+        for start in range(0, len(samples), frame):
+            chunk = (ctypes.c_int16 * frame)(*samples[start : start + frame])
+            size = opus.opus_encode(encoder, chunk, frame, out, len(out))
+            if size < 0:
+                raise RuntimeError(f"libopus could not encode a frame (error {size})")
+            packets.append(out.raw[:size])
+    finally:
+        opus.opus_encoder_destroy(encoder)
+    return _ogg_opus_file(packets, input_rate=rate)
+
+
+def _pcm16_mono(wav: bytes) -> tuple[int, list[int]]:
+    """The sample rate and samples of a mono 16-bit PCM WAV."""
+    offset, rate = 12, 0
+    while offset + 8 <= len(wav):
+        chunk, size = wav[offset : offset + 4], struct.unpack_from("<I", wav, offset + 4)[0]
+        if chunk == b"fmt ":
+            tag, channels, rate, _, _, bits = struct.unpack_from("<HHIIHH", wav, offset + 8)
+            if (tag, channels, bits) != (1, 1, 16):
+                raise ValueError(f"expected mono 16-bit PCM, got format {tag}, {channels} channels, {bits} bits")
+        elif chunk == b"data":
+            data = wav[offset + 8 : offset + 8 + size]
+            return rate, list(struct.unpack(f"<{len(data) // 2}h", data[: len(data) // 2 * 2]))
+        offset += 8 + size + (size & 1)
+    raise ValueError("no data chunk in the WAV")
+
+
+def _resample(samples: list[int], source: int, target: int) -> list[int]:
+    """Linear interpolation from ``source`` Hz to ``target`` Hz (good enough for test speech)."""
+    if source == target or not samples:
+        return list(samples)
+    count = int(len(samples) * target / source)
+    step = source / target
+    out = []
+    for i in range(count):
+        position = i * step
+        left = int(position)
+        right = min(left + 1, len(samples) - 1)
+        out.append(int(samples[left] + (samples[right] - samples[left]) * (position - left)))
+    return out
+
+
+def _ogg_opus_file(packets: list[bytes], *, input_rate: int) -> bytes:
+    """An Ogg/Opus file (mono) of 20 ms Opus ``packets``, 50 to a page."""
+    head = b"OpusHead" + struct.pack("<BBHIhB", 1, 1, _PRE_SKIP, input_rate, 0, 0)
     vendor = b"hermes fake speech"
     tags = b"OpusTags" + struct.pack("<I", len(vendor)) + vendor + struct.pack("<I", 0)
     serial = 0x5EEC4
-    pages = [_ogg_page(head, 0x02, 0, serial, 0), _ogg_page(tags, 0x00, 0, serial, 1)]
-    packets = max(1, round((seconds * 48_000 + _PRE_SKIP) / 960))
-    sequence, written = 2, 0
-    while written < packets:
-        count = min(50, packets - written)
-        written += count
-        flags = 0x04 if written == packets else 0x00
-        pages.append(_ogg_page(_SILENCE * count, flags, written * 960, serial, sequence, packet_size=len(_SILENCE)))
-        sequence += 1
+    pages = [_ogg_page([head], 0x02, 0, serial, 0), _ogg_page([tags], 0x00, 0, serial, 1)]
+    for sequence, start in enumerate(range(0, len(packets), 50), start=2):
+        batch = packets[start : start + 50]
+        flags = 0x04 if start + 50 >= len(packets) else 0x00
+        pages.append(_ogg_page(batch, flags, (start + len(batch)) * 960, serial, sequence))
     return b"".join(pages)
 
 
-def _ogg_page(payload: bytes, flags: int, granule: int, serial: int, sequence: int, *, packet_size: int | None = None) -> bytes:
-    """One Ogg page; ``payload`` is one packet, or packets of ``packet_size`` bytes each (under 255)."""
-    if packet_size is None:
-        lacing = [255] * (len(payload) // 255) + [len(payload) % 255]
-    else:
-        lacing = [packet_size] * (len(payload) // packet_size)
+def _ogg_page(packets: list[bytes], flags: int, granule: int, serial: int, sequence: int) -> bytes:
+    """One Ogg page holding whole ``packets``."""
+    lacing: list[int] = []
+    for packet in packets:
+        lacing += [255] * (len(packet) // 255) + [len(packet) % 255]
     header = b"OggS" + struct.pack("<BBqIIIB", 0, flags, granule, serial, sequence, 0, len(lacing)) + bytes(lacing)
-    page = bytearray(header + payload)
+    page = bytearray(header + b"".join(packets))
     struct.pack_into("<I", page, 22, _ogg_crc(bytes(page)))
     return bytes(page)
 
