@@ -21,7 +21,7 @@ from core.models.speech import (
     transcribe,
     transcription_configured,
 )
-from tests.fakes.speech_server import FakeSpeech, ogg_opus, spoken_wav, wav_silence
+from tests.fakes.speech_server import FakeSpeech, ogg_opus, spoken_ogg, spoken_wav, wav_silence
 
 VOICE_KEY = "gsk-voice-key-not-real-0123456789"
 PROVIDER_KEY = "sk-provider-key-not-real-0123456789"
@@ -55,8 +55,9 @@ async def test_a_spoken_wav_goes_up_as_it_is_and_its_transcript_comes_back(fake,
 
 
 async def test_a_voice_note_named_oga_is_uploaded_as_ogg(fake):
-    # Telegram names voice notes .oga; Groq takes only .ogg. The bytes go as they are.
-    note = ogg_opus(2.0)
+    # Telegram names voice notes .oga; Groq takes only .ogg. The bytes (Ogg/Opus) go as they are.
+    note = spoken_ogg("call me back")
+    assert audio_duration(note) == pytest.approx(audio_duration(spoken_wav("call me back")), abs=0.05)
     fake.expect(note, "call me back")
     assert await transcribe(voice(stt_base_url=fake.base_url), note, filename="voice/file_7.oga", mime="audio/ogg") == "call me back"
     assert fake.uploads[0].filename == "file_7.ogg" and fake.uploads[0].data == note
