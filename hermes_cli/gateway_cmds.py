@@ -1,5 +1,9 @@
 """``hermes-editor gateway status``, ``pairing ...`` and ``cron ...``: the gateway's admin side.
 
+Users are identities, ``platform:id`` (``telegram:123``, ``discord:456``, ``email:ada@example.org``),
+and chats place keys, ``platform:chat:thread`` (``discord:123:0``); a bare number typed where a
+user or a chat is asked for is a Telegram id, as it always was.
+
 These read and write the shared store and the gateway's status files; they never talk to a
 running gateway directly (a queued ``cron run`` is picked up by its next scheduler pass).
 ``cron add`` and ``cron run`` warn when no scheduler is running (no gateway lock is held).
@@ -30,24 +34,25 @@ CODE_PREFIX = 4
 
 def add_parsers(commands: Any) -> None:
     """Register the ``gateway``, ``pairing`` and ``cron`` subcommands."""
-    gateway = commands.add_parser("gateway", help="the Telegram gateway: status")
+    gateway = commands.add_parser("gateway", help="the chat gateway: status")
     gateway.add_argument(
         "action", nargs="?", default="status", choices=["status"], help="status: is it running, and what is it doing (the default)"
     )
     add_json_flag(gateway, "print one JSON array, an object per gateway (its status file, with running and times in ISO 8601)")
 
-    pairing = commands.add_parser("pairing", help="approve Telegram users who asked to pair")
+    pairing = commands.add_parser("pairing", help="approve chat users (any platform) who asked to pair")
     pairing.add_argument(
         "action",
         nargs="?",
         default="list",
         choices=["list", "approve", "reject", "users", "revoke"],
-        help="list (the default): waiting requests; users: who is paired",
+        help="list (the default): waiting requests; users: who is paired, and the identities linked to them",
     )
     pairing.add_argument(
         "value",
         nargs="?",
-        help=f"the CODE (approve, reject; or a unique prefix of {CODE_PREFIX}+ characters) or numeric USER_ID (revoke; or a unique prefix)",
+        help=f"the CODE (approve, reject; or a unique prefix of {CODE_PREFIX}+ characters) or the USER (revoke: platform:id "
+        "such as discord:456, a number for a Telegram user id, or a unique prefix)",
     )
     add_json_flag(pairing)
 
@@ -58,7 +63,11 @@ def add_parsers(commands: Any) -> None:
     add.add_argument("schedule", help="'0 9 * * 1-5', 'every 2h', 'daily at 09:00', 'weekdays at 9am', 'in 30m', or ISO time")
     add.add_argument("prompt", help="what the agent does at each run")
     add.add_argument("--project", default=".", help="the project directory (default: here)")
-    add.add_argument("--chat", type=int, help="Telegram chat id the results go to (default: the gateway owner's)")
+    add.add_argument(
+        "--chat",
+        help="the chat the results go to: platform:chat:thread (thread 0 for none, e.g. discord:123:0) or a Telegram chat id "
+        "(default: the owner's Telegram chat, when [gateway] owner is a Telegram id)",
+    )
     add.add_argument("--name", help="a short label")
     add.add_argument("--mode", default="read-only", choices=["read-only", "ask", "accept-edits", "auto"])
     add.add_argument("--tz", help="IANA time zone (default: [cron] timezone or the system's)")
@@ -205,12 +214,11 @@ async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> 
     from core.config import load_config
     from core.store import SessionStore
     from core.store.gateway import GatewayStore
-    from hermes_cli.ids import IdError, resolve
-    from surface_support.pairing import Pairing, PairingError, normalise
+    from surface_support.pairing import Pairing, configured_identities
 
     async with SessionStore.open() as store:
         gateway = GatewayStore(store)
-        pairing = Pairing(gateway, load_config().telegram.allowed_users)
+        pairing = Pairing(gateway, configured_identities(load_config()))
         if action == "list":
             codes = await pairing.pending()
             if as_json:
@@ -220,6 +228,7 @@ async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> 
                             "code": c.code,
                             "user_id": c.user_id,
                             "name": c.name,
+                            "chat_key": c.chat_key,
                             "created_at": iso(c.created_at),
                             "expires_at": iso(c.expires_at),
                         }
@@ -232,46 +241,98 @@ async def _pairing(action: str, value: str | None, *, as_json: bool = False) -> 
                 print(f"{code.code}  user {code.user_id} ({code.name or '?'})  expires {_when(code.expires_at)}")
             return 0
         if action == "users":
-            if as_json:
-                return emit([{"user_id": user_id, "name": name, "paired_at": iso(at)} for user_id, name, at in await gateway.users()])
-            for user_id, name, at in await gateway.users():
-                print(f"{user_id}  {name or '?'}  paired {_when(at)}")
-            return 0
+            return await _pairing_users(gateway, as_json=as_json)
         if not value:
             print(f"pairing {action} needs a value (see --help).")
             return 2
         if action in ("approve", "reject"):
-            # A unique prefix of a waiting code names it; a code that matches none goes on as typed,
-            # so a wrong one counts towards the lock-out as before.
-            candidates = [(c.code, f"user {c.user_id} ({c.name or '?'})") for c in await pairing.pending()]
-            try:
-                value = resolve(normalise(value), candidates, what="pending pairing code", listing="pairing list", min_length=CODE_PREFIX)
-            except IdError as exc:
-                if exc.matches or len(normalise(value)) < CODE_PREFIX:
-                    print(exc)
-                    return 1
-        if action == "approve":
-            try:
-                found = await pairing.approve(value)
-            except PairingError as exc:
-                print(exc)
-                return 1
-            print(f"Approved: user {found.user_id} ({found.name or '?'}) may now use the bot.")
-            return 0
-        if action == "reject":
-            print("Rejected." if await gateway.reject_code(normalise(value)) else "No such pending code.")
-            return 0
-        if not value.strip().isdigit():
-            print("revoke takes the numeric user id (see 'pairing users').")
-            return 2
-        users = [(str(user_id), name or "?") for user_id, name, _ in await gateway.users()]
-        try:
-            user = resolve(value, users, what="paired user", listing="pairing users")
-        except IdError as exc:
-            print(exc if exc.matches else "That user was not paired (configured ids are changed in config.toml).")
+            return await _answer_code(pairing, gateway, action, value)
+        return await _revoke(gateway, value)
+
+
+async def _pairing_users(gateway: Any, *, as_json: bool) -> int:
+    """``pairing users``: the paired identities, then those linked to a person (who they are linked to)."""
+    paired = await gateway.users()
+    links = await gateway.links()
+    if as_json:
+        persons = {identity: person for identity, person, _ in links}
+        linked_at = {identity: at for identity, _, at in links}
+        rows = [
+            {
+                "user_id": user_id,
+                "name": name,
+                "paired_at": iso(at),
+                "person": persons.get(user_id, user_id),
+                "linked_at": iso(linked_at.get(user_id)),
+            }
+            for user_id, name, at in paired
+        ]
+        shown = {user_id for user_id, _, _ in paired}
+        rows += [
+            {"user_id": identity, "name": None, "paired_at": None, "person": person, "linked_at": iso(at)}
+            for identity, person, at in links
+            if identity not in shown
+        ]
+        return emit(rows)
+    if not paired and not links:
+        print("Nobody is paired (configured ids are in config.toml).")
+    for user_id, name, at in paired:
+        print(f"{user_id}  {name or '?'}  paired {_when(at)}")
+    for identity, person, at in links:
+        print(f"{identity}  linked to {person} {_when(at)}")
+    return 0
+
+
+async def _answer_code(pairing: Any, gateway: Any, action: str, value: str) -> int:
+    """``pairing approve|reject CODE`` (or a unique prefix of a waiting code)."""
+    from hermes_cli.ids import IdError, resolve
+    from surface_support.pairing import PairingError, normalise
+
+    # A unique prefix of a waiting code names it; a code that matches none goes on as typed,
+    # so a wrong one counts towards the lock-out as before.
+    waiting = {c.code: c for c in await pairing.pending()}
+    candidates = [(c.code, f"user {c.user_id} ({c.name or '?'})") for c in waiting.values()]
+    try:
+        value = resolve(normalise(value), candidates, what="pending pairing code", listing="pairing list", min_length=CODE_PREFIX)
+    except IdError as exc:
+        if exc.matches or len(normalise(value)) < CODE_PREFIX:
+            print(exc)
             return 1
-        print(f"Revoked user {user}." if await gateway.revoke_user(int(user)) else "That user was not paired.")
+    if action == "reject":
+        print("Rejected." if await gateway.reject_code(normalise(value)) else "No such pending code.")
         return 0
+    try:
+        identity = await pairing.approve(value)
+    except PairingError as exc:
+        print(exc)
+        return 1
+    asked = waiting.get(normalise(value))
+    print(f"Approved: user {identity} ({asked.name if asked and asked.name else '?'}) may now use the bot.")
+    return 0
+
+
+async def _revoke(gateway: Any, value: str) -> int:
+    """``pairing revoke USER``: an identity (discord:456), a number (a Telegram user id) or a unique prefix."""
+    from core.store.gateway import identity_of
+    from hermes_cli.ids import IdError, resolve
+
+    try:
+        ref = identity_of(value)
+    except ValueError as exc:
+        ref = value.strip()
+        if not ref:
+            print(exc)
+            return 2
+    users = [(user_id, name or "?") for user_id, name, _ in await gateway.users()]
+    known = {user_id for user_id, _ in users}
+    users += [(identity, f"linked to {person}") for identity, person, _ in await gateway.links() if identity not in known]
+    try:
+        user = resolve(ref, users, what="paired user", listing="pairing users")
+    except IdError as exc:
+        print(exc if exc.matches else f"{ref} was not paired (configured ids are changed in config.toml).")
+        return 1
+    print(f"Revoked user {user}." if await gateway.revoke_user(user) else f"{user} was not paired.")
+    return 0
 
 
 async def _cron(args: argparse.Namespace) -> int:
@@ -300,7 +361,11 @@ async def _cron(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 print(f"--deliver: {exc}")
                 return 2
-            chat = args.chat if args.chat is not None else config.gateway.owner
+            try:
+                chat = _job_chat(args.chat, config)
+            except ValueError as exc:
+                print(f"--chat: {exc}")
+                return 2
             job = await jobs.add_job(
                 name=args.name or args.prompt[:40],
                 schedule=schedule,
@@ -308,10 +373,10 @@ async def _cron(args: argparse.Namespace) -> int:
                 prompt=args.prompt,
                 project=str(project),
                 mode=args.mode,
-                chat_id=chat,
+                chat_key=chat,
                 deliver=deliver,
             )
-            where = f"chat {chat}" if chat is not None else "no chat (set --chat or [gateway] owner)"
+            where = f"chat {chat}" if chat is not None else "no chat (set --chat, or [gateway] owner to a Telegram id)"
             print(f"Added job {job.id}: {schedule.describe()}, next run {fmt_time(job.next_run_at, tz)}; results go to {where}.")
             print(f"Delivery: {', '.join(_targets(job, config))}.")
             _warn_without_scheduler()
@@ -329,7 +394,9 @@ async def _cron(args: argparse.Namespace) -> int:
             for job in found:
                 state = "paused" if job.paused else f"next {fmt_time(job.next_run_at, job.timezone)}"
                 made = f"user {job.owner_id}" if job.owner_id is not None else "the owner"
-                print(f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_id}  by {made}  {job.project}")
+                print(
+                    f"{job.id}  {job.name}  [{job.parsed.describe()}, {job.mode}]  {state}  chat {job.chat_key}  by {made}  {job.project}"
+                )
                 print(f"  delivers to: {', '.join(_targets(job, config))}")
             return 0
         if action == "runs":
@@ -388,6 +455,21 @@ async def _job_id(store: Any, jobs: Any, ref: str, *, with_runs: bool = False) -
         return None
 
 
+def _job_chat(given: str | None, config: Any) -> str | None:
+    """The place key a new job's results go to: ``--chat`` (a place key, or a Telegram chat id), else
+    the owner's Telegram chat (a Telegram private chat has its user's id), else none. ValueError says
+    what ``--chat`` takes."""
+    from core.store.gateway import place_key_of
+
+    if given is not None:
+        return place_key_of(given)
+    owner = config.gateway.owner
+    if owner is None:
+        return None
+    platform, _, native = str(owner).rpartition(":")
+    return f"telegram:{native}:0" if platform in ("", "telegram") else None
+
+
 def _destinations(given: list[str] | None, config: Any) -> list[str] | None:
     """``--deliver`` values as stored specs (None: the ``[cron] deliver`` defaults); a ValueError says what is wrong."""
     from core.store.jobs import parse_destination
@@ -412,7 +494,7 @@ def _destinations(given: list[str] | None, config: Any) -> list[str] | None:
 
 def _targets(job: Any, config: Any) -> list[str]:
     """Where a job's results go, for people: the store always, its chat, then its destinations."""
-    shown = ["the store"] + ([f"chat {job.chat_id}"] if job.chat_id is not None else [])
+    shown = ["the store"] + ([f"chat {job.chat_key}"] if job.chat_key is not None else [])
     shown += [d.spec for d in job.destinations(config.cron.deliver)]
     if job.deliver is None and config.cron.deliver:
         shown[-1] += " ([cron] deliver defaults)"
@@ -431,7 +513,7 @@ def _job_row(job: Any, config: Any) -> dict[str, Any]:
         "project": job.project,
         "mode": job.mode,
         "paused": bool(job.paused),
-        "chat_id": job.chat_id,
+        "chat_key": job.chat_key,
         "owner_id": job.owner_id,
         "deliver": [d.spec for d in job.destinations(config.cron.deliver)],
         "deliver_defaults": job.deliver is None,

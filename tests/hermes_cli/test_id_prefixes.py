@@ -96,19 +96,25 @@ def test_memory_revert_takes_a_unique_prefix(hermes_home):
     assert "make" not in text and "Tests live in tests/." in text
 
 
-def _codes(home: Path, codes: dict[str, int]) -> None:
+def _codes(home: Path, codes: dict[str, str]) -> None:
+    """Waiting pairing codes of these identities (each asked in their direct chat), named after their native ids."""
+
     async def body() -> None:
         async with SessionStore.open(home / "state.db") as store:
             gateway = GatewayStore(store)
             now = time.time()
             for code, user in codes.items():
-                await gateway.issue_code(PairingCode(code, user, user, f"user{user}", "pending", now, now + 3600), max_pending=10)
+                name = "user" + user.partition(":")[2]
+                await gateway.issue_code(PairingCode(code, user, f"{user}:0", name, "pending", now, now + 3600), max_pending=10)
 
     asyncio.run(body())
 
 
 def test_pairing_codes_and_users_take_unique_prefixes(hermes_home):
-    _codes(hermes_home, {"ABCD2345": 1001, "ABCE6789": 1002, "WXYZ2345": 2001})
+    _codes(
+        hermes_home,
+        {"ABCD2345": "telegram:1001", "ABCE6789": "telegram:1002", "MNPQ2345": "discord:2001", "WXYZ2345": "discord:3001"},
+    )
 
     short = hermes_editor("pairing", "approve", "abc")
     assert short.returncode == 1 and "No pending pairing code 'ABC': give at least 4 characters of its id" in short.stdout
@@ -116,25 +122,36 @@ def test_pairing_codes_and_users_take_unique_prefixes(hermes_home):
     _sql(hermes_home, ("UPDATE pairing_codes SET code = 'ABCD6789' WHERE code = 'ABCE6789'", ()))
     both = hermes_editor("pairing", "approve", "abcd")
     assert both.returncode == 1 and "'ABCD' matches more than one pending pairing code" in both.stdout
-    assert "ABCD2345  user 1001 (user1001)" in both.stdout and "ABCD6789  user 1002 (user1002)" in both.stdout
+    assert "ABCD2345  user telegram:1001 (user1001)" in both.stdout and "ABCD6789  user telegram:1002 (user1002)" in both.stdout
 
-    for code in ("abcd-2", "ABCD6"):
+    for code, who in (("abcd-2", "telegram:1001"), ("ABCD6", "telegram:1002"), ("mnpq", "discord:2001")):
         approved = hermes_editor("pairing", "approve", code)
-        assert approved.returncode == 0 and "may now use the bot" in approved.stdout, approved.stdout
+        assert approved.returncode == 0 and f"Approved: user {who} (user{who[-4:]}) may now use the bot." in approved.stdout, (
+            approved.stdout
+        )
     rejected = hermes_editor("pairing", "reject", "wxyz")
     assert rejected.returncode == 0 and "Rejected." in rejected.stdout
     assert json.loads(hermes_editor("pairing", "list", "--json").stdout) == []
     wrong = hermes_editor("pairing", "approve", "QQQQ")
     assert wrong.returncode == 1 and "No pending pairing code matches" in wrong.stdout
 
+    # A bare number is a Telegram user id, and a prefix of one names a paired Telegram user.
     users = hermes_editor("pairing", "revoke", "100")
-    assert users.returncode == 1 and "'100' matches more than one paired user" in users.stdout
-    assert "1001  user1001" in users.stdout and "1002  user1002" in users.stdout
+    assert users.returncode == 1 and "'telegram:100' matches more than one paired user" in users.stdout
+    assert "telegram:1001  user1001" in users.stdout and "telegram:1002  user1002" in users.stdout
     revoked = hermes_editor("pairing", "revoke", "1002")
-    assert revoked.returncode == 0 and "Revoked user 1002." in revoked.stdout
-    assert [u["user_id"] for u in json.loads(hermes_editor("pairing", "users", "--json").stdout)] == [1001]
+    assert revoked.returncode == 0 and "Revoked user telegram:1002." in revoked.stdout
+    paired = json.loads(hermes_editor("pairing", "users", "--json").stdout)
+    assert [(u["user_id"], u["name"], u["person"]) for u in paired] == [
+        ("telegram:1001", "user1001", "telegram:1001"),
+        ("discord:2001", "user2001", "discord:2001"),
+    ]
     gone = hermes_editor("pairing", "revoke", "1002")
-    assert gone.returncode == 1 and "was not paired" in gone.stdout
+    assert gone.returncode == 1 and "telegram:1002 was not paired" in gone.stdout
+    other_platform = hermes_editor("pairing", "revoke", "2001")
+    assert other_platform.returncode == 1 and "telegram:2001 was not paired" in other_platform.stdout
+    assert "Revoked user discord:2001." in hermes_editor("pairing", "revoke", "discord:2001").stdout
+    assert "telegram:1001  user1001  paired" in hermes_editor("pairing", "users").stdout
 
 
 def test_sessions_and_approvals_list_an_ambiguous_prefix_s_candidates(hermes_home, tmp_path):

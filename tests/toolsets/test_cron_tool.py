@@ -74,7 +74,7 @@ async def test_editor_session_schedules_a_job_that_appends_to_a_project_file_and
     assert f"file {report}" in added and "hermes-editor cron runs" in added, added
     assert "no scheduler is running" in added and "hermes-gateway run" in added  # nothing would run it yet
     (job,) = jobs(hermes_home)
-    assert job["project"] == str(project) and job["deliver"] == [f"file:{report}"] and job["chat_id"] is None
+    assert job["project"] == str(project) and job["deliver"] == [f"file:{report}"] and job["chat_key"] is None
 
     with ScriptedOpenAIServer([{"text": "Two packages are outdated."}]) as model:
         proc = start_scheduler(hermes_home, model.base_url)
