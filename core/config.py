@@ -287,6 +287,9 @@ class EmailConfig(PlatformSettings):
     username: str | None = None
     password: SecretStr | None = Field(default=None, description="EMAIL_PASSWORD")
     security: Literal["tls", "starttls", "none"] = Field(default="tls", description="none only for a server on this machine")
+    smtp_security: Literal["tls", "starttls", "none"] | None = Field(
+        default=None, description="SMTP's own, when it differs from IMAP's (port 587: starttls); security when unset"
+    )
     folder: str = "INBOX"
     trusted_authserv_id: str | None = Field(
         default=None, description="the receiving server's authserv-id in Authentication-Results; only its verdicts count"
