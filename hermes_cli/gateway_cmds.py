@@ -153,15 +153,18 @@ def gateway_status() -> int:
             if running:
                 print(f"  cron: runs in flight {data.get('cron_runs_running', 0)}, catch-up window {int(data.get('catch_up_grace') or 0)}s")
             continue
-        print(f"{path.stem}: {state} (pid {data.get('pid')}, @{data.get('bot') or '?'}, {data.get('mode', 'polling')})")
+        platforms = _platforms(data)
+        accounts = ", ".join(f"{name} {p.get('account') or '?'}" for name, p in platforms.items()) or "no platform connected yet"
+        mode = f", {data['mode']}" if data.get("mode") else ""
+        print(f"{path.stem}: {state} (pid {data.get('pid')}, {accounts}{mode})")
         print(f"  started {_when(data.get('started_at'))}, last heartbeat {_when(data.get('heartbeat'))}")
-        telegram = data.get("telegram")
-        if running and isinstance(telegram, dict) and telegram.get("state") != "connected":
-            # Telegram unreachable or refusing at start-up: the gateway retries it, jobs still run.
-            line = f"  telegram: {telegram.get('state')}"
-            if telegram.get("attempts"):
-                line += f" (failed {telegram['attempts']} times, next try {_when(telegram.get('retry_at'))}): {telegram.get('error')}"
-            print(line)
+        for name, platform in platforms.items():
+            if running and platform.get("state") != "connected":
+                # Unreachable or refusing: the gateway retries it; the other platforms and the jobs go on.
+                line = f"  {name}: {platform.get('state')}"
+                if platform.get("attempts"):
+                    line += f" (failed {platform['attempts']} times, next try {_when(platform.get('retry_at'))}): {platform.get('error')}"
+                print(line)
         if running:
             print(f"  projects: {', '.join(data.get('projects') or [])}; turns running: {data.get('turns_running', 0)}")
             print(
@@ -170,6 +173,17 @@ def gateway_status() -> int:
                 f"{'on' if data.get('remote_approvals') else 'off'}; last update {_when(data.get('last_update_at'))}"
             )
     return 0 if any_running else 1
+
+
+def _platforms(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each platform's state in a status file (``platforms``; older gateways wrote ``telegram`` and ``bot``)."""
+    found = data.get("platforms")
+    if isinstance(found, dict):
+        return {name: p for name, p in found.items() if isinstance(p, dict)}
+    telegram = data.get("telegram")
+    if isinstance(telegram, dict) or data.get("bot"):
+        return {"telegram": {"account": f"@{data['bot']}" if data.get("bot") else "", **(telegram if isinstance(telegram, dict) else {})}}
+    return {}
 
 
 def _status_files(directory: Path) -> list[Path]:
