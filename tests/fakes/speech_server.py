@@ -68,6 +68,7 @@ class FakeSpeech:
     transcripts: dict[str, str] = field(default_factory=dict)  # sha256 of the audio -> its transcript
     uploads: list[Upload] = field(default_factory=list)
     spoken: list[dict[str, Any]] = field(default_factory=list)  # bodies of /audio/speech requests
+    made: list[bytes] = field(default_factory=list)  # the audio each of them was answered with
     refused: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # (path, status, error body)
     fail_next: list[int] = field(default_factory=list)  # statuses to answer the next requests with
     _server: ThreadingHTTPServer | None = None
@@ -169,11 +170,13 @@ class FakeSpeech:
             self.spoken.append(body)
         seconds = max(0.1, 0.06 * len(body["input"]))
         fmt = body.get("response_format", "mp3")
-        if fmt == "opus":
-            return 200, "audio/ogg", ogg_opus(seconds)
-        if fmt == "wav":
-            return 200, "audio/wav", wav_silence(seconds)
-        return _error(400, f"the fake speech server makes only opus and wav, not {fmt!r}", "response_format")
+        made = {"opus": ("audio/ogg", ogg_opus), "wav": ("audio/wav", wav_silence)}.get(fmt)
+        if made is None:
+            return _error(400, f"the fake speech server makes only opus and wav, not {fmt!r}", "response_format")
+        data = made[1](seconds)
+        with self._cond:
+            self.made.append(data)
+        return 200, made[0], data
 
 
 # -- audio made and read here ------------------------------------------------------------------
