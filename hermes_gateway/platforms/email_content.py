@@ -135,7 +135,7 @@ def _split_outside_quotes(text: str, separators: str) -> list[str]:
 
 SUBJECT_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|vs|antw|tr)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 _ATTRIBUTION = re.compile(
-    r"^(on|le|am|el|il|op|em|den)\b.{0,400}\b(wrote|a écrit|schrieb|escribió|ha scritto|schreef|escreveu|skrev)\s*:?\s*$",
+    r"^(on|le|am|el|il|op|em|den)\b.{0,400}\b(wrote|a écrit|schrieb|escribió|ha scritto|schreef|escreveu|skrev)\b.{0,200}:\s*$",
     re.IGNORECASE | re.DOTALL,
 )
 _MESSAGE_ID = re.compile(r"<[^<>\s]+>")

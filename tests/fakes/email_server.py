@@ -7,8 +7,9 @@ and puts its verdict on top of the headers (``Authentication-Results: <authserv_
 spf=...``) before it lands in the mailbox, so the bot (in IDLE) hears of it at once. Forged
 verdicts from elsewhere (``forged_results``) go below it, as they would arrive.
 
-Optional TLS: ``tls=True`` makes a throwaway CA and a certificate for 127.0.0.1; both servers
-then speak implicit TLS (IMAP 993 and SMTP 465 style), and ``ca_file`` is what a client trusts
+Optional TLS: ``security="tls"`` or ``"starttls"`` makes a throwaway CA and a certificate for
+127.0.0.1; both servers then speak implicit TLS (IMAP 993 and SMTP 465 style) or require
+STARTTLS before the login (IMAP 143 and SMTP 587 style), and ``ca_file`` is what a client trusts
 (``SSL_CERT_FILE``).
 """
 
@@ -113,13 +114,13 @@ class FakeMail:
         password: str = "app-password-not-real-42",
         *,
         authserv_id: str = "mx.bot.example",
-        tls: bool = False,
+        security: str = "none",
         idle: bool = True,
     ) -> None:
         self.address = address
         self.password = password
         self.authserv_id = authserv_id
-        self.tls = tls
+        self.security = security
         self.sent: list[SentMail] = []
         self.smtp_logins: list[tuple[str, bool]] = []
         self.smtp_failures = 0  # the next N messages get 451 (a transient refusal)
@@ -129,9 +130,11 @@ class FakeMail:
         self._cond = threading.Condition()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         logging.getLogger("mail.log").setLevel(logging.ERROR)  # aiosmtpd's per-command log and its AUTH warning
-        server_ctx = self._make_tls() if tls else None
-        self.imap = FakeIMAP(address, password, idle=idle, ssl_context=server_ctx)
-        self._server_ctx = server_ctx
+        server_ctx = self._make_tls() if security != "none" else None
+        implicit = server_ctx if security == "tls" else None
+        self._starttls = server_ctx if security == "starttls" else None
+        self.imap = FakeIMAP(address, password, idle=idle, ssl_context=implicit, starttls_context=self._starttls)
+        self._server_ctx = implicit
         self._loop: asyncio.AbstractEventLoop | None = None
         self._smtp: asyncio.AbstractServer | None = None
         self.smtp_port = 0
@@ -166,6 +169,8 @@ class FakeMail:
                     authenticator=authenticator,
                     auth_required=True,
                     auth_require_tls=False,
+                    tls_context=self._starttls,
+                    require_starttls=self._starttls is not None,
                     loop=loop,
                 )
 
@@ -208,7 +213,7 @@ class FakeMail:
             "smtp_host": "127.0.0.1",
             "smtp_port": self.smtp_port,
             "password": self.password,
-            "security": "tls" if self.tls else "none",
+            "security": self.security,
             "trusted_authserv_id": self.authserv_id,
         }
         values.update(overrides)

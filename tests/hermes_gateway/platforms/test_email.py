@@ -309,7 +309,7 @@ async def test_a_server_without_idle_is_polled(monkeypatch):
 
 
 async def test_implicit_tls_with_a_verified_certificate(monkeypatch):
-    with FakeMail(tls=True) as mail:
+    with FakeMail(security="tls") as mail:
         # Without trusting the server's CA, the handshake fails and says so.
         platform = platform_for(mail, security="tls")
         with pytest.raises(PlatformDown) as caught:
@@ -325,6 +325,23 @@ async def test_implicit_tls_with_a_verified_certificate(monkeypatch):
             incoming = await inbox.next()
             await platform.send(incoming.place, "answered over TLS")
             assert (await asyncio.to_thread(mail.wait_sent)).text.startswith("answered over TLS")
+        finally:
+            await platform.stop()
+
+
+async def test_starttls_upgrades_both_connections_before_the_login(monkeypatch):
+    with FakeMail(security="starttls") as mail:
+        monkeypatch.setenv("SSL_CERT_FILE", mail.ca_file)
+        platform = platform_for(mail)
+        inbox = Inbox()
+        await platform.start(inbox)
+        try:
+            assert mail.imap.commands[1].endswith("STARTTLS") and " LOGIN " in mail.imap.commands[3]
+            mail.receive(ADA, "over STARTTLS")
+            incoming = await inbox.next()
+            # The SMTP server refuses AUTH before STARTTLS (require_starttls): this went encrypted.
+            await platform.send(incoming.place, "answered after STARTTLS")
+            assert (await asyncio.to_thread(mail.wait_sent)).text.startswith("answered after STARTTLS")
         finally:
             await platform.stop()
 
@@ -367,3 +384,21 @@ def test_unusable_sections_are_refused_with_what_to_set(mail, overrides, needle)
     with pytest.raises(PlatformConfigError) as caught:
         platform_for(mail, **overrides)
     assert needle in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "kept"),
+    [
+        ("Sounds good.\n\nOn Tue, Jan 6, 2026 at 9:12 AM Hermes <hermes@bot.example> wrote:\n> code 1234\n", "Sounds good."),
+        ("Ja.\n\nAm 06.01.2026 um 09:12 schrieb Hermes <hermes@bot.example>:\n> code 1234\n", "Ja."),
+        ("ok\n\n-----Original Message-----\nFrom: Hermes\nSent: Tuesday\ncode 1234\n", "ok"),
+        ("ok\n________________________________\nFrom: Hermes <hermes@bot.example>\nSent: Tuesday\ncode 1234\n", "ok"),
+        ("first\n> quoted in between\nsecond", "first\nsecond"),
+        ("/cron list", "/cron list"),
+        ("On the other hand, I wrote this myself.", "On the other hand, I wrote this myself."),
+    ],
+)
+def test_reply_text_keeps_only_what_was_written_new(body, kept):
+    from hermes_gateway.platforms.email_content import strip_quoted
+
+    assert strip_quoted(body) == kept
