@@ -224,7 +224,7 @@ class Turns:
             return await transcribe(self._sessions.config, audio, filename="prompt", mime=block.mime_type or "")
         except SpeechError as exc:
             log.warning("audio prompt not transcribed: %s", exc)
-            raise RequestError.invalid_params({"audio": f"The audio was not transcribed: {exc}."}) from None
+            raise RequestError.invalid_params({"audio": f"The audio was not transcribed: {str(exc).rstrip('.')}."}) from None
 
     async def _linked(self, block, session) -> str:
         uri = block.uri
