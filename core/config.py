@@ -292,7 +292,8 @@ class EmailConfig(PlatformSettings):
     )
     folder: str = "INBOX"
     trusted_authserv_id: str | None = Field(
-        default=None, description="the receiving server's authserv-id in Authentication-Results; only its verdicts count"
+        default=None,
+        description="the receiving server's authserv-id in Authentication-Results (*.domain: any host under it); only its verdicts count",
     )
 
     def configured(self) -> bool:

@@ -42,7 +42,7 @@ def authenticated_sender(message: Message, sender: str, authserv_id: str) -> boo
         return False
     for header in message.get_all("Authentication-Results") or []:
         server, results = _parse_authentication_results(str(header))
-        if server != authserv_id.lower():
+        if not _trusted(server, authserv_id.lower()):
             continue
         for method, result, props in results:
             if result != "pass":
@@ -57,6 +57,14 @@ def authenticated_sender(message: Message, sender: str, authserv_id: str) -> boo
                     return True
         return False  # only the topmost header of the trusted server counts
     return False
+
+
+def _trusted(server: str, authserv_id: str) -> bool:
+    """``authserv_id`` is the receiving server's id, or ``*.example.net`` for any host under a domain
+    (providers whose inbound hosts each write their own name)."""
+    if authserv_id.startswith("*."):
+        return server.endswith(authserv_id[1:])
+    return server == authserv_id
 
 
 def _aligned(domain: str, from_domain: str) -> bool:

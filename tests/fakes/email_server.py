@@ -254,10 +254,12 @@ class FakeMail:
         html: str | None = None,
         headers: dict[str, str] | None = None,
         message_id: str | None = None,
+        results: str | None = None,
     ) -> Received:
         """A message from ``sender`` lands in the bot's mailbox, with the receiving server's
         verdict on top: DKIM signed by ``dkim_domain`` (default: the sender's domain) with result
-        ``dkim``, SPF for ``spf_domain`` with result ``spf`` (None: not reported)."""
+        ``dkim``, SPF for ``spf_domain`` with result ``spf`` (None: not reported); or ``results``,
+        the header's whole value."""
         message = EmailMessage()
         message["From"] = formataddr((name, sender)) if name else sender
         message["To"] = self.address
@@ -286,6 +288,8 @@ class FakeMail:
         if spf is not None:
             verdicts.append(f"spf={spf} (sender IP is 192.0.2.7) smtp.mailfrom={spf_domain or domain}")
         result = f"{authserv_id or self.authserv_id};\r\n\t" + (";\r\n\t".join(verdicts) if verdicts else "none")
+        if results is not None:
+            result = results  # the whole header value, as a given provider writes it
         raw = message.as_bytes(policy=email.policy.SMTP)
         # The receiving server's trace goes on top, above whatever the sender put in.
         top = f"Authentication-Results: {result}\r\n".encode()

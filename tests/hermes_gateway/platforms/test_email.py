@@ -130,6 +130,18 @@ async def test_sender_authentication_counts_only_the_trusted_servers_topmost_ver
         # Our server said fail; a pass the sender wrote in lower down, with our server's name, is ignored.
         (dict(dkim="fail", forged_results=(f"{mail.authserv_id}; dkim=pass header.d=example.org",)), False),
     ]
+    gmail = (
+        "mx.bot.example;\r\n       dkim=pass header.i=@example.org header.s=20230601 header.b=Ab12;\r\n"
+        "       spf=pass (google.com: domain of ada@example.org designates 192.0.2.7 as permitted sender) "
+        "smtp.mailfrom=ada@example.org;\r\n       dmarc=pass (p=REJECT sp=REJECT dis=NONE) header.from=example.org"
+    )
+    microsoft = "spf=pass (sender IP is 192.0.2.7) smtp.mailfrom=example.org; dkim=pass (signature was verified) header.d=example.org"
+    cases += [
+        (dict(results=gmail), True),  # header.i=@domain, comments with ';' and ':' inside
+        (dict(results="mx.bot.example; dkim=pass header.i=@evil.example.net (example.org)"), False),
+        (dict(results=microsoft), False),  # no authserv-id at all: nobody we trust said it
+        (dict(results="mx.bot.example; none"), False),
+    ]
     for kwargs, _ in cases:
         mail.receive(ADA, "hello", **kwargs)
     verdicts = [(await inbox.next()).verified for _ in cases]
@@ -402,3 +414,16 @@ def test_reply_text_keeps_only_what_was_written_new(body, kept):
     from hermes_gateway.platforms.email_content import strip_quoted
 
     assert strip_quoted(body) == kept
+
+
+async def test_a_wildcard_authserv_id_trusts_each_inbound_host_of_the_provider():
+    with FakeMail(authserv_id="mx4.mail.example.net") as mail:
+        platform = platform_for(mail, trusted_authserv_id="*.mail.example.net")
+        inbox = Inbox()
+        await platform.start(inbox)
+        try:
+            mail.receive(ADA, "from mx4")
+            mail.receive(ADA, "from elsewhere", authserv_id="mail.example.net.evil.example")
+            assert [(await inbox.next()).verified for _ in range(2)] == [True, False]
+        finally:
+            await platform.stop()
