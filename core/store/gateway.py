@@ -259,9 +259,12 @@ class GatewayStore:
         """Link ``identity`` to the person of the code's issuer; returns that person.
 
         None when no live code matches, when ``identity`` issued it itself (the code stays live), or
-        when ``identity`` sent too many wrong codes in the last hour. A code works once. The whole
-        person ``identity`` belonged to comes along: the identities linked to it, and the sessions,
-        jobs and chat turns stored under it, are the issuer's person's from now on.
+        when ``identity`` sent too many wrong codes in the last hour. A code works once.
+
+        An identity that is a person itself brings what is its own: the identities linked to it,
+        and the sessions, jobs and chat turns stored under it, are the issuer's person's from now
+        on. An identity linked to another person moves alone: what is stored under that person
+        stays theirs (the others linked there share it).
         """
         now = time.time() if now is None else now
         wanted = _clean_code(code)
@@ -287,11 +290,22 @@ class GatewayStore:
             await db.execute(conn, "UPDATE gateway_link_codes SET used = 1 WHERE code = ?", (wanted,))
             person = await _person(conn, issuer)
             old = await _person(conn, identity)
-            if old != person:
-                await _merge(conn, old, person, now)
+            if old == identity:
+                await _merge(conn, identity, person, now)
+            elif old != person:
+                await db.execute(conn, "UPDATE gateway_links SET person = ?, linked_at = ? WHERE identity = ?", (person, now, identity))
             return person
 
         return await self._store._write(body)
+
+    async def link_code_person(self, code: str, *, now: float | None = None) -> str | None:
+        """The person a live link code would link to (its issuer's), without using it or counting
+        a miss; None when no live code matches. For a check before :meth:`redeem_link_code`."""
+        now = time.time() if now is None else now
+        row = await self._store._fetchone(
+            "SELECT identity FROM gateway_link_codes WHERE code = ? AND used = 0 AND expires_at > ?", (_clean_code(code), now)
+        )
+        return await self.person_of(str(row["identity"])) if row else None
 
     async def unlink(self, identity: str) -> bool:
         """Undo ``identity``'s link: it is its own person again (what is stored under the person

@@ -138,3 +138,20 @@ def test_the_owners_identities_come_from_the_gateway_and_each_platform():
     assert Config().owner_identities() == frozenset()
     with pytest.raises(ValueError, match="a number"):
         Config.model_validate({"gateway": {"owner": "@ada:example.org"}})
+
+
+async def test_an_identity_linked_elsewhere_moves_alone_and_what_its_person_owns_stays(store, tmp_path):
+    gateway = GatewayStore(store)
+    code, _ = await gateway.issue_link_code(ADA_TG)
+    await gateway.redeem_link_code(code, ADA_MAIL)  # Ada's mailbox joins Ada
+    await store.create_session(cwd=tmp_path, surface="gateway", session_id="s-ada")
+    await gateway.record_starter("s-ada", ADA_TG, chat_key=None, origin="chat")
+    # The mailbox then takes Bob's code (by mistake, or it is Bob's): it alone goes to Bob.
+    bobs, _ = await gateway.issue_link_code("slack:U9")
+    assert await gateway.link_code_person(bobs.lower()) == "slack:U9", "a check that uses nothing"
+    assert await gateway.redeem_link_code(bobs, ADA_MAIL) == "slack:U9"
+    assert await gateway.link_code_person(bobs) is None, "used"
+    assert await gateway.identities_of("slack:U9") == ["slack:U9", ADA_MAIL]
+    assert await gateway.identities_of(ADA_TG) == [ADA_TG]
+    assert [s.id for s in await gateway.sessions_started_by(ADA_TG)] == ["s-ada"]
+    assert await gateway.sessions_started_by("slack:U9") == []
