@@ -330,6 +330,7 @@ class EmailPlatform(Platform):
             except asyncio.CancelledError:
                 raise
             except PlatformDown as exc:
+                delay = max(delay, exc.retry_after or 0.0)  # a refused password: only a new one helps
                 log.warning("email: %s; trying again in %.0f s", exc.why, delay)
             except Exception as exc:
                 log.warning("email: the IMAP connection failed (%s); reconnecting in %.0f s", _reason(exc), delay)
