@@ -239,6 +239,29 @@ class FakeDiscord:
             }
         return self.users[user_id]
 
+    @staticmethod
+    def _message(message_id: int, channel_id: int | str, author: dict[str, Any], content: str, **fields: Any) -> dict[str, Any]:
+        """A message object as the API and the Gateway send it (``fields`` override the defaults)."""
+        return {
+            "id": str(message_id),
+            "type": 0,
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": _now(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "flags": 0,
+            "components": [],
+            **fields,
+        }
+
     def _member(self, user_id: int) -> dict[str, Any]:
         return {"roles": [], "joined_at": _now(), "deaf": False, "mute": False, "flags": 0, "nick": None, "avatar": None}
 
@@ -509,24 +532,16 @@ class FakeDiscord:
         message_id = self.snowflake()
         mentioned = dict.fromkeys(int(found) for found in re.findall(r"<@!?(\d+)>", text))
         mentions = [self.user(uid) | ({"member": self._member(uid)} if guild else {}) for uid in mentioned]
-        message: dict[str, Any] = {
-            "id": str(message_id),
-            "type": 19 if reply_to else 0,
-            "channel_id": str(channel_id),
-            "author": self.user(user_id, name),
-            "content": text if self.message_content_allowed or not guild or self.bot_id in mentioned else "",
-            "timestamp": _now(),
-            "edited_timestamp": None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": mentions,
-            "mention_roles": [],
-            "attachments": attachments or [],
-            "embeds": [],
-            "pinned": False,
-            "flags": _VOICE_MESSAGE_FLAG if voice else 0,
-            "components": [],
-        }
+        message = self._message(
+            message_id,
+            channel_id,
+            self.user(user_id, name),
+            text if self.message_content_allowed or not guild or self.bot_id in mentioned else "",
+            type=19 if reply_to else 0,
+            mentions=mentions,
+            attachments=attachments or [],
+            flags=_VOICE_MESSAGE_FLAG if voice else 0,
+        )
         if guild:
             message |= {"guild_id": str(self.guild_id), "member": self._member(user_id)}
         if reply_to is not None:
@@ -781,29 +796,21 @@ class FakeDiscord:
                 self.attachment(channel_id, described.get("filename") or file["filename"], file["data"], file["content_type"])
                 | {"description": described.get("description")}
             )
-        message = {
-            "id": str(message_id),
-            "type": 0,
-            "channel_id": str(channel_id),
-            "author": self.bot_user(),
-            "content": payload.get("content") or "",
-            "timestamp": _now(),
-            "edited_timestamp": None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": [],
-            "mention_roles": [],
-            "attachments": attachments,
-            "embeds": payload.get("embeds") or [],
-            "pinned": False,
-            "flags": int(payload.get("flags") or 0),
-            "components": payload.get("components") or [],
+        message = self._message(
+            message_id,
+            channel_id,
+            self.bot_user(),
+            payload.get("content") or "",
+            attachments=attachments,
+            embeds=payload.get("embeds") or [],
+            flags=int(payload.get("flags") or 0),
+            components=payload.get("components") or [],
             # the fake's own bookkeeping:
-            "edits": 0,
-            "history": [payload.get("content") or ""],
-            "files": files,
-            "allowed_mentions": payload.get("allowed_mentions"),
-        }
+            edits=0,
+            history=[payload.get("content") or ""],
+            files=files,
+            allowed_mentions=payload.get("allowed_mentions"),
+        )
         if payload.get("message_reference"):
             message["message_reference"] = payload["message_reference"]
         if str(channel_id) in (c["id"] for c in self.channels.values() if c["type"] != 1):
@@ -872,22 +879,5 @@ class FakeDiscord:
         payload, _ = await self._read_message_body(request)
         with self._cond:
             self.followups.append({"token": token, **payload})
-        message = {
-            "id": str(self.snowflake()),
-            "type": 0,
-            "channel_id": "0",
-            "author": self.bot_user(),
-            "content": payload.get("content") or "",
-            "timestamp": _now(),
-            "edited_timestamp": None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": [],
-            "mention_roles": [],
-            "attachments": [],
-            "embeds": [],
-            "pinned": False,
-            "flags": int(payload.get("flags") or 0),
-            "components": [],
-        }
+        message = self._message(self.snowflake(), 0, self.bot_user(), payload.get("content") or "", flags=int(payload.get("flags") or 0))
         return _json(message)
