@@ -10,12 +10,11 @@ password. Matrix's quirks, and what this adapter makes of them:
   anyone (a stranger must reach the bot to be given a pairing code); invites to group rooms only
   from the users listed in ``[matrix] allowed_users`` or ``owner``, others are declined.
 - In a group room the bot answers when mentioned (a pill, ``m.mentions``, its user id, or its
-  display name at the start), replied to, or written to in a thread it is taking part in. A
-  thread (``m.thread``) is its own conversation: ``Place.thread`` is the thread root's event id,
-  and replies go into the thread.
-- Replies are Markdown rendered to ``org.matrix.custom.html`` (``formatted_body``) with the
-  Markdown as the plain ``body``; streaming edits a message with ``m.replace``. Homeservers never
-  refuse markup, but an event is capped at 65,536 bytes: the HTML goes first when one would not fit.
+  display name at the start), replied to, or written to in a thread it takes part in. A thread
+  (``m.thread``) is its own conversation: ``Place.thread`` is the thread root's event id, and
+  replies go into the thread.
+- Replies are Markdown rendered to Matrix HTML (``matrix_content``); streaming edits a message
+  with ``m.replace``.
 - Matrix has no buttons. A question lists its replies by number (the conversation layer writes
   them); the bot also reacts to its own question with 1️⃣ 2️⃣ 3️⃣ so a person can answer with one
   click, and a reaction with one of those keys by anyone becomes a ``Press`` (the conversation
@@ -23,14 +22,15 @@ password. Matrix's quirks, and what this adapter makes of them:
   Matrix cannot show anything to one member of a room alone.
 - Commands are messages that start with "/". Element treats a leading "/" as its own command:
   type "//new" there (Element sends "/new"), or confirm "Send as message".
-- End-to-end encrypted rooms are not supported: the bot's first sight of one is answered with a
-  single notice saying so, and nothing in it is read.
+- End-to-end encrypted rooms are read and answered with ``[matrix] encryption = true`` (Olm and
+  Megolm through nio's crypto; its keys are kept in the state home under ``matrix/``). Devices
+  are not verified: the bot shares its keys with every device of the room's members. Without
+  it, the bot's first sight of an encrypted room is answered with one notice saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import logging
 import re
@@ -58,8 +58,6 @@ from nio import (  # type: ignore[import-untyped]
     RoomCreateError,
     RoomGetEventError,
     RoomMessage,
-    RoomMessageAudio,
-    RoomMessageMedia,
     RoomMessageNotice,
     RoomPreset,
     RoomSendError,
@@ -68,6 +66,7 @@ from nio import (  # type: ignore[import-untyped]
     UnknownAccountDataEvent,
     WhoamiError,
 )
+from nio.crypto import ENCRYPTION_ENABLED, decrypt_attachment  # type: ignore[import-untyped]
 
 from core.config import Config, MatrixConfig, home
 from core.locked_json import locked_json
@@ -86,31 +85,36 @@ from hermes_gateway.platform import (
     Sender,
     identity,
 )
-from hermes_gateway.render import to_html
+from hermes_gateway.platforms.matrix_content import (
+    KEYCAPS,
+    LIMIT,
+    edit_content,
+    fit,
+    keycap_number,
+    matrix_html,
+    message_content,
+    strip_reply_fallback,
+    thread_relation,
+)
 
 __all__ = ["ENCRYPTION_NOTICE", "LIMIT", "MatrixError", "MatrixPlatform", "matrix_html"]
 
 log = logging.getLogger(__name__)
 
-# Characters of Markdown in one message. Matrix caps an event at 65,536 bytes (JSON, UTF-8); with
-# the HTML beside the Markdown, and an edit carrying both twice, 8,000 leaves room in most texts
-# (``_fit`` drops the HTML when a text of wide characters would not fit).
-LIMIT = 8000
-_EVENT_BUDGET = 60_000
 SYNC_TIMEOUT_MS = 30_000
 # Seconds before a rejected credential is tried again: only a new one (and a restart) helps.
 REJECTED_RETRY = 300.0
 _MAX_RETRY_AFTER = 30.0
-_HTML = "org.matrix.custom.html"
-_KEYCAPS = [f"{n}\ufe0f\u20e3" for n in range(1, 10)] + ["\U0001f51f"]
 # What a request can fail with on the way (TimeoutError is an OSError).
 _NETWORK = (aiohttp.ClientError, OSError)
 _REMEMBERED = 500  # sent event ids and questions kept (replies to older messages are looked up)
 
 ENCRYPTION_NOTICE = (
-    "This room is end-to-end encrypted, and this gateway cannot read encrypted rooms: nothing said here "
-    "reaches me. Talk to me in a room without encryption (create a room with encryption off and invite me)."
+    "This room is end-to-end encrypted, and this gateway is not set up to read encrypted rooms: nothing "
+    "said here reaches me. Talk to me in a room without encryption, or ask the bot's owner to set "
+    "[matrix] encryption = true."
 )
+UNDECRYPTABLE_NOTICE = "I could not decrypt a message here (its key has not reached me). Please send it again."
 
 
 class MatrixError(Exception):
@@ -124,67 +128,6 @@ class _Question:
     place: Place
     data: dict[str, str]  # keycap -> button data
     reactions: list[str] = field(default_factory=list)  # the bot's own reaction events
-
-
-def matrix_html(markdown: str) -> str:
-    """``org.matrix.custom.html`` for Markdown: the gateway's HTML with line breaks kept (HTML
-    collapses newlines; code blocks keep theirs)."""
-    rendered = to_html(markdown).replace("</blockquote>\n<blockquote>", "<br>")
-    parts = re.split(r"(<pre>.*?</pre>)", rendered, flags=re.S)
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        if index % 2:
-            out.append(part)
-            continue
-        if index > 0:  # a block ends the line itself
-            part = part.removeprefix("\n")
-        if index < len(parts) - 1:
-            part = part.removesuffix("\n")
-        part = re.sub(r"</blockquote>\n", "</blockquote>", part)
-        part = re.sub(r"\n<blockquote>", "<blockquote>", part)
-        out.append(part.replace("\n", "<br>"))
-    return "".join(out)
-
-
-def _message(markdown: str, msgtype: str = "m.text") -> dict[str, Any]:
-    """A message's content: the Markdown as ``body``, its HTML as ``formatted_body`` when it has any
-    formatting. ``m.mentions`` is empty so nothing in a reply pings anyone (``@room`` included)."""
-    content: dict[str, Any] = {"msgtype": msgtype, "body": markdown, "m.mentions": {}}
-    rendered = matrix_html(markdown)
-    if rendered != html.escape(markdown, quote=False).replace("\n", "<br>"):
-        content["format"] = _HTML
-        content["formatted_body"] = rendered
-    return content
-
-
-def _size(content: dict[str, Any]) -> int:
-    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-
-
-def _fit(content: dict[str, Any]) -> dict[str, Any]:
-    """Keep an event under the homeserver's size cap: the HTML goes first, then an edit's fallback."""
-    for drop in ("formatted_body", "fallback", "new_formatted_body"):
-        if _size(content) <= _EVENT_BUDGET:
-            break
-        new = content.get("m.new_content")
-        if drop == "formatted_body":
-            content.pop("formatted_body", None)
-            content.pop("format", None)
-        elif drop == "fallback" and new is not None:
-            content["body"] = "* (edited)"
-        elif drop == "new_formatted_body" and new is not None:
-            new.pop("formatted_body", None)
-            new.pop("format", None)
-    return content
-
-
-def _keycap_number(key: str) -> int | None:
-    """1 for "1️⃣" (with or without the variation selector) or "1"; 10 for "🔟"."""
-    key = key.replace("\ufe0f", "").strip()
-    if key == "\U0001f51f":
-        return 10
-    digits = key.removesuffix("\u20e3")
-    return int(digits) if digits.isdigit() and 1 <= int(digits) <= 10 else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -214,6 +157,11 @@ class MatrixPlatform(Platform):
             raise PlatformConfigError(
                 "[matrix] needs the bot's credentials: set access_token (or the MATRIX_ACCESS_TOKEN variable), or password"
             )
+        if section.encryption and not ENCRYPTION_ENABLED:
+            raise PlatformConfigError(
+                "[matrix] encryption = true needs matrix-nio's end-to-end support: install it with "
+                "pip install 'matrix-nio[e2e]', or set encryption = false"
+            )
         self._trusted = {_native(u) for u in [*section.allowed_users, section.owner or ""] if u}
         self.limits = Limits(text=LIMIT, edit_interval=section.edit_interval, edits=True, buttons=False, numbered_replies=True)
         self._client: AsyncClient | None = None
@@ -230,7 +178,7 @@ class MatrixPlatform(Platform):
         self._thread_last: dict[tuple[str, str], str] = {}
         self._last_edit: dict[str, float] = {}
         self._typing: set[str] = set()
-        self._warned_encrypted: set[str] = set()
+        self._noticed: set[str] = set()  # rooms told about encryption once
         self._handled_invites: set[str] = set()
         self._fresh: set[str] = set()  # rooms joined, not yet seen in a sync
         self._opened: dict[str, str] = {}  # user -> direct chat created by the bot (before a sync shows it)
@@ -241,13 +189,20 @@ class MatrixPlatform(Platform):
         if self._sync_task is not None and not self._sync_task.done():
             return
         self._events = events
+        encryption = self._section.encryption
+        store = _crypto_store() if encryption else ""
         client = AsyncClient(
             self._url,
             self._user_id,
             device_id=self._section.device_id or "",
+            store_path=store,
             # 429s are retried here (once, bounded); a connection failure a couple of times.
             config=AsyncClientConfig(
-                max_limit_exceeded=0, max_timeouts=2, request_timeout=SYNC_TIMEOUT_MS / 1000 + 30, encryption_enabled=False
+                max_limit_exceeded=0,
+                max_timeouts=2,
+                request_timeout=SYNC_TIMEOUT_MS / 1000 + 30,
+                encryption_enabled=encryption,
+                store_sync_tokens=False,
             ),
         )
         self._client = client
@@ -256,6 +211,7 @@ class MatrixPlatform(Platform):
             first = await client.sync(timeout=0, full_state=True)
             if isinstance(first, SyncError):
                 raise PlatformDown(f"the Matrix homeserver at {self._url} refused the first sync ({first.status_code}: {first.message})")
+            await self._crypto_chores(client)
             name = await client.get_displayname(self._user_id)
         except PlatformDown:
             await self._close_client()
@@ -272,7 +228,8 @@ class MatrixPlatform(Platform):
     async def _log_in(self, client: AsyncClient) -> None:
         section = self._section
         if section.access_token is not None:
-            client.access_token = section.access_token.get_secret_value()
+            token = section.access_token.get_secret_value()
+            client.access_token = token
             who = await client.whoami()
             if isinstance(who, WhoamiError):
                 raise self._rejected("access token", who)
@@ -282,6 +239,13 @@ class MatrixPlatform(Platform):
                     f'"{who.user_id}" or use that account\'s token',
                     REJECTED_RETRY,
                 )
+            device = section.device_id or who.device_id
+            if section.encryption and not device:
+                raise PlatformDown(
+                    "the homeserver did not say which device the access token is for: set [matrix] device_id", REJECTED_RETRY
+                )
+            if device:
+                client.restore_login(self._user_id, device, token)  # opens the crypto store of that device
             return
         assert section.password is not None
         client.device_id = section.device_id or _remembered_device(self._user_id)
@@ -302,6 +266,21 @@ class MatrixPlatform(Platform):
             f"{error.message}): set a valid [matrix] {what.replace(' ', '_')}{variable}, then restart the gateway",
             REJECTED_RETRY,
         )
+
+    async def _crypto_chores(self, client: AsyncClient) -> None:
+        """What an encrypting client does between syncs: publish its keys, learn the others', share room keys."""
+        if client.olm is None:
+            return
+        for due, call in (
+            (client.should_upload_keys, client.keys_upload),
+            (client.should_query_keys, client.keys_query),
+            (client.should_claim_keys, lambda: client.keys_claim(client.get_users_for_key_claiming())),
+        ):
+            if due:
+                response = await call()
+                if isinstance(response, ErrorResponse):
+                    log.warning("Matrix key exchange failed: %s %s", response.status_code, response.message)
+        await client.send_to_device_messages()
 
     async def stop(self) -> None:
         tasks = [t for t in (self._sync_task, self._dispatch_task, *self._tasks) if t is not None and not t.done()]
@@ -334,6 +313,8 @@ class MatrixPlatform(Platform):
             client = self._client
             try:
                 response = await client.sync(timeout=SYNC_TIMEOUT_MS)
+                if not isinstance(response, SyncError):
+                    await self._crypto_chores(client)
             except _NETWORK as exc:
                 log.warning("Matrix sync with %s failed (%s); trying again in %.0fs", self._url, _reason(exc), backoff)
                 await asyncio.sleep(backoff)
@@ -343,9 +324,10 @@ class MatrixPlatform(Platform):
                 if response.status_code == "M_LIMIT_EXCEEDED":
                     await asyncio.sleep(min((response.retry_after_ms or 5000) / 1000, _MAX_RETRY_AFTER))
                     continue
-                hint = " (the access token was revoked: set a new one and restart)" if response.status_code == "M_UNKNOWN_TOKEN" else ""
+                revoked = response.status_code == "M_UNKNOWN_TOKEN"
+                hint = " (the access token was revoked: set a new one and restart)" if revoked else ""
                 log.error("the Matrix homeserver refused a sync: %s %s%s", response.status_code, response.message, hint)
-                await asyncio.sleep(backoff if not hint else REJECTED_RETRY)
+                await asyncio.sleep(REJECTED_RETRY if revoked else backoff)
                 backoff = min(backoff * 2, 60.0)
                 continue
             backoff = 1.0
@@ -391,8 +373,8 @@ class MatrixPlatform(Platform):
                 continue
             if room_id in self._fresh:  # just joined: its state (encryption) is known now
                 self._fresh.discard(room_id)
-                if room.encrypted:
-                    await self._warn_encrypted(room_id)
+                if room.encrypted and self._client.olm is None:
+                    await self._notice_once(room_id, ENCRYPTION_NOTICE)
             for event in info.timeline.events:
                 await self._on_event(room, event)
 
@@ -429,8 +411,8 @@ class MatrixPlatform(Platform):
             self._thread_last[(room.room_id, thread)] = event.event_id
         if event.sender == self._user_id:
             return
-        if isinstance(event, MegolmEvent):
-            await self._warn_encrypted(room.room_id)
+        if isinstance(event, MegolmEvent):  # encrypted, and not decrypted
+            await self._undecryptable(room, event)
             return
         if isinstance(event, ReactionEvent):
             await self._on_reaction(room, event)
@@ -440,19 +422,31 @@ class MatrixPlatform(Platform):
             return
         self._inbox.put_nowait(await self._incoming(room, event, content, relates, thread))
 
+    async def _undecryptable(self, room: MatrixRoom, event: Any) -> None:
+        client = self._client
+        if client is None or client.olm is None:
+            await self._notice_once(room.room_id, ENCRYPTION_NOTICE)
+            return
+        log.warning("could not decrypt a message in Matrix room %s (session %s); asking for its key", room.room_id, event.session_id)
+        try:
+            await client.request_room_key(event)
+        except Exception:  # nio refuses a second request for the same session: already asked
+            log.debug("room key request not sent", exc_info=True)
+        await self._notice_once(room.room_id, UNDECRYPTABLE_NOTICE)
+
     async def _incoming(
         self, room: MatrixRoom, event: Any, content: dict[str, Any], relates: dict[str, Any], thread: str | None
     ) -> Incoming:
         body = str(content.get("body") or "")
         attachments: list[Attachment] = []
-        if isinstance(event, RoomMessageMedia) or isinstance(content.get("file"), dict):
+        if "url" in content or isinstance(content.get("file"), dict):
             attachment, body = self._attachment(event, content)
             attachments.append(attachment)
         reply_to = (relates.get("m.in_reply_to") or {}).get("event_id")
         if thread and relates.get("is_falling_back"):
             reply_to = None  # a thread's fallback reply points at its latest message, not at a reply
         if reply_to and not thread:
-            body = _strip_reply_fallback(body)
+            body = strip_reply_fallback(body)
         mentioned = self._mentions_me(content, body)
         direct = self._is_direct(room.room_id)
         addressed = (
@@ -479,19 +473,26 @@ class MatrixPlatform(Platform):
         name = str(content.get("filename") or body or "file")
         caption = body if content.get("filename") and body != content.get("filename") else ""
         encrypted = content.get("file") if isinstance(content.get("file"), dict) else None
-        url = str((encrypted or content).get("url") or "")
-        voice = isinstance(event, RoomMessageAudio) and "org.matrix.msc3245.voice" in content
-        mime = str(info.get("mimetype") or ("audio/ogg" if voice else "application/octet-stream"))
+        voice = content.get("msgtype") == "m.audio" and "org.matrix.msc3245.voice" in content
+        mime = str(info.get("mimetype") or (encrypted or {}).get("mimetype") or ("audio/ogg" if voice else "application/octet-stream"))
         size = info.get("size") if isinstance(info.get("size"), int) else None
-        return Attachment(name, mime, size, self._fetcher(url, name), voice=voice), caption
+        return Attachment(name, mime, size, self._fetcher(name, content.get("url"), encrypted), voice=voice), caption
 
-    def _fetcher(self, url: str, name: str) -> Callable[[], Awaitable[bytes]]:
+    def _fetcher(self, name: str, url: Any, encrypted: dict[str, Any] | None) -> Callable[[], Awaitable[bytes]]:
+        """Download through the media API; an encrypted room's file is decrypted with the key its message carries."""
+
         async def fetch() -> bytes:
             client = self._require_client()
-            response = await client.download(mxc=url)
+            mxc = str((encrypted or {}).get("url") or url or "")
+            response = await client.download(mxc=mxc)
             if isinstance(response, DownloadError):
-                raise MatrixError(f"the Matrix homeserver did not give the file {name} ({url}): {response.status_code} {response.message}")
-            return bytes(response.body)
+                raise MatrixError(f"the Matrix homeserver did not give the file {name} ({mxc}): {response.status_code} {response.message}")
+            if encrypted is None:
+                return bytes(response.body)
+            try:
+                return bytes(decrypt_attachment(response.body, encrypted["key"]["k"], encrypted["hashes"]["sha256"], encrypted["iv"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise MatrixError(f"the encrypted file {name} could not be decrypted ({exc}); ask for it to be sent again") from None
 
         return fetch
 
@@ -522,7 +523,7 @@ class MatrixPlatform(Platform):
 
     async def _on_reaction(self, room: MatrixRoom, event: ReactionEvent) -> None:
         question = self._questions.get(event.reacts_to)
-        number = _keycap_number(event.key)
+        number = keycap_number(event.key)
         if question is None or number is None or number > len(question.data):
             return
         data = list(question.data.values())[number - 1]
@@ -532,7 +533,7 @@ class MatrixPlatform(Platform):
         async def answer(text: str, alert: bool) -> None:
             if not text:
                 return
-            content = _message(f"{name}: {text}", "m.notice")
+            content = message_content(f"{name}: {text}", "m.notice")
             content["m.mentions"] = {"user_ids": [sender]}
             content["m.relates_to"] = self._relation(question.place, reply_to=event.reacts_to)
             try:
@@ -544,15 +545,14 @@ class MatrixPlatform(Platform):
         if self._events is not None:
             self._spawn(self._events.press(press))
 
-    async def _warn_encrypted(self, room_id: str) -> None:
-        if room_id in self._warned_encrypted:
+    async def _notice_once(self, room_id: str, text: str) -> None:
+        if room_id in self._noticed:
             return
-        self._warned_encrypted.add(room_id)
-        log.info("Matrix room %s is end-to-end encrypted; this gateway does not read encrypted rooms", room_id)
+        self._noticed.add(room_id)
         try:
-            await self._send_content(room_id, "m.room.message", _message(ENCRYPTION_NOTICE, "m.notice"))
+            await self._send_content(room_id, "m.room.message", message_content(text, "m.notice"))
         except (MatrixError, *_NETWORK):
-            log.warning("could not tell Matrix room %s that encryption is not supported", room_id, exc_info=True)
+            log.warning("could not send a notice to Matrix room %s", room_id, exc_info=True)
 
     # -- places ---------------------------------------------------------------------------
 
@@ -582,12 +582,24 @@ class MatrixPlatform(Platform):
         known = next((r for r in self._direct.get(place.chat, []) if r in client.rooms), None) or self._opened.get(place.chat)
         if known is not None:
             return known
-        created = await client.room_create(is_direct=True, invite=[place.chat], preset=RoomPreset.trusted_private_chat)
+        encryption = [{"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}]
+        created = await client.room_create(
+            is_direct=True,
+            invite=[place.chat],
+            preset=RoomPreset.trusted_private_chat,
+            initial_state=encryption if client.olm is not None else (),
+        )
         if isinstance(created, RoomCreateError):
             raise MatrixError(f"could not open a direct chat with {place.chat}: {created.status_code} {created.message}")
-        self._opened[place.chat] = str(created.room_id)
-        await self._mark_direct(place.chat, created.room_id)
-        return str(created.room_id)
+        room_id = str(created.room_id)
+        self._opened[place.chat] = room_id
+        await self._mark_direct(place.chat, room_id)
+        if client.olm is not None:  # encrypting needs the room's members, which the next sync brings
+            for _ in range(100):
+                if room_id in client.rooms:
+                    break
+                await asyncio.sleep(0.1)
+        return room_id
 
     async def _mark_direct(self, user: str, room_id: str) -> None:
         """Record a direct chat in the bot's ``m.direct`` account data, as Matrix clients do."""
@@ -614,23 +626,20 @@ class MatrixPlatform(Platform):
     def _relation(self, place: Place, *, reply_to: str | None = None) -> dict[str, Any]:
         if place.thread:
             latest = reply_to or self._thread_last.get((place.chat, place.thread), place.thread)
-            return {
-                "rel_type": "m.thread",
-                "event_id": place.thread,
-                "is_falling_back": reply_to is None,
-                "m.in_reply_to": {"event_id": latest},
-            }
+            return thread_relation(place.thread, latest, reply=reply_to is not None)
         return {"m.in_reply_to": {"event_id": reply_to}} if reply_to else {}
 
     async def _send_content(self, room_id: str, kind: str, content: dict[str, Any]) -> str:
-        """Send an event; a 429 is waited out once (at most 30 s), any other refusal raises."""
+        """Send an event (encrypted in an encrypted room); a 429 is waited out once (at most 30 s),
+        any other refusal raises."""
         client = self._require_client()
         txn = uuid.uuid4().hex
-        content = _fit(content)
-        response = await client.room_send(room_id, kind, content, tx_id=txn)
-        if isinstance(response, RoomSendError) and response.status_code == "M_LIMIT_EXCEEDED":
+        content = fit(content)
+        for attempt in (1, 2):
+            response = await client.room_send(room_id, kind, content, tx_id=txn, ignore_unverified_devices=True)
+            if not (isinstance(response, RoomSendError) and response.status_code == "M_LIMIT_EXCEEDED" and attempt == 1):
+                break
             await asyncio.sleep(min((response.retry_after_ms or 1000) / 1000, _MAX_RETRY_AFTER))
-            response = await client.room_send(room_id, kind, content, tx_id=txn)
         if isinstance(response, RoomSendError):
             raise MatrixError(
                 f"the Matrix homeserver refused a message to room {room_id} ({response.status_code}: {response.message})"
@@ -644,7 +653,7 @@ class MatrixPlatform(Platform):
 
     async def send(self, place: Place, markdown: str, *, buttons: list[Button] | None = None) -> str:
         room_id = await self._room_for(place)
-        content = _message(markdown)
+        content = message_content(markdown)
         relation = self._relation(place)
         if relation:
             content["m.relates_to"] = relation
@@ -662,12 +671,7 @@ class MatrixPlatform(Platform):
         wait = self._last_edit.get(message_id, 0.0) + self.limits.edit_interval - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        new = _message(markdown)
-        content: dict[str, Any] = {"msgtype": "m.text", "body": f"* {markdown}", "m.mentions": {}, "m.new_content": new}
-        if "formatted_body" in new:
-            content.update({"format": _HTML, "formatted_body": f"* {new['formatted_body']}"})
-        content["m.relates_to"] = {"rel_type": "m.replace", "event_id": message_id}
-        await self._send_content(room_id, "m.room.message", content)
+        await self._send_content(room_id, "m.room.message", edit_content(message_id, markdown))
         self._last_edit[message_id] = time.monotonic()
         question = self._questions.get(message_id)
         if question is not None and [b.data for b in buttons or []] != list(question.data.values()):
@@ -677,7 +681,7 @@ class MatrixPlatform(Platform):
 
     async def _offer(self, place: Place, event_id: str, buttons: list[Button]) -> None:
         """Remember a question's buttons and react with their numbers, for one-click answers."""
-        question = _Question(place, {key: b.data for key, b in zip(_KEYCAPS, buttons, strict=False)})
+        question = _Question(place, {key: b.data for key, b in zip(KEYCAPS, buttons, strict=False)})
         self._questions[event_id] = question
         while len(self._questions) > _REMEMBERED:
             self._questions.popitem(last=False)
@@ -700,15 +704,19 @@ class MatrixPlatform(Platform):
     async def send_file(self, place: Place, name: str, data: bytes, mime: str, caption: str = "") -> str:
         room_id = await self._room_for(place)
         client = self._require_client()
-        uploaded, _ = await client.upload(
-            lambda *_: data, content_type=mime or "application/octet-stream", filename=name, filesize=len(data)
-        )
+        room = client.rooms.get(room_id)
+        encrypt = client.olm is not None and room is not None and room.encrypted
+        mime = mime or "application/octet-stream"
+        uploaded, keys = await client.upload(lambda *_: data, content_type=mime, filename=name, filesize=len(data), encrypt=encrypt)
         if isinstance(uploaded, ErrorResponse):
             raise MatrixError(f"the Matrix homeserver refused the upload of {name} ({uploaded.status_code}: {uploaded.message})")
-        kind = mime.split("/")[0]
-        msgtype = {"image": "m.image", "audio": "m.audio", "video": "m.video"}.get(kind, "m.file")
-        content: dict[str, Any] = {**(_message(caption) if caption else {"body": name}), "msgtype": msgtype}
-        content.update({"filename": name, "url": uploaded.content_uri, "info": {"mimetype": mime, "size": len(data)}, "m.mentions": {}})
+        msgtype = {"image": "m.image", "audio": "m.audio", "video": "m.video"}.get(mime.split("/")[0], "m.file")
+        content: dict[str, Any] = {**(message_content(caption) if caption else {"body": name}), "msgtype": msgtype}
+        content.update({"filename": name, "info": {"mimetype": mime, "size": len(data)}, "m.mentions": {}})
+        if encrypt:
+            content["file"] = {"url": uploaded.content_uri, "mimetype": mime, **keys}
+        else:
+            content["url"] = uploaded.content_uri
         relation = self._relation(place)
         if relation:
             content["m.relates_to"] = relation
@@ -728,17 +736,6 @@ class MatrixPlatform(Platform):
         if room_id in self._typing and self._client is not None:
             self._typing.discard(room_id)
             self._spawn(self._client.room_typing(room_id, False))
-
-
-def _strip_reply_fallback(body: str) -> str:
-    """A reply's ``body`` may start with the quoted message ("> <@a:b> text"); the reply is what follows."""
-    if not body.startswith("> "):
-        return body
-    lines = body.split("\n")
-    index = 0
-    while index < len(lines) and lines[index].startswith(">"):
-        index += 1
-    return "\n".join(lines[index:]).lstrip("\n")
 
 
 def _homeserver_url(section: MatrixConfig) -> str:
@@ -761,6 +758,13 @@ def _user_id(section: MatrixConfig) -> str:
             f'[matrix] user_id must be the bot\'s full Matrix id, e.g. user_id = "@hermes:example.org" (got {value!r})'
         )
     return value
+
+
+def _crypto_store() -> str:
+    """Where the end-to-end keys live: ``matrix/`` in the state home, private to the user."""
+    path = home() / "matrix"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return str(path)
 
 
 def _state_file() -> Path:

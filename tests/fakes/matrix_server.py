@@ -7,10 +7,15 @@ sends and parses them: ``/_matrix/client/versions``, ``v3/login`` (password), ``
 ``event/{id}``, ``createRoom``, account data, profiles, and media (``/_matrix/media/v3/upload``,
 ``/_matrix/client/v1/media/download`` with authentication, the legacy download too).
 
-One server name (``hermes.test``); users are created by the test. Like a homeserver it checks the
-access token (Authorization header or ``access_token`` query) on every call, refuses events over
-65,536 bytes (``M_TOO_LARGE``) and sends by non-members (``M_FORBIDDEN``). Rate limiting
-(``429 M_LIMIT_EXCEEDED`` with ``retry_after_ms``) can be injected per endpoint kind.
+For end-to-end encryption it relays what clients publish and send without reading any of it:
+``keys/upload``, ``keys/query``, ``keys/claim`` (one-time keys, then the fallback key),
+``sendToDevice`` and the sync's ``to_device``, ``device_lists.changed`` and one-time key counts.
+
+One server name (``hermes.test``); users are created by the test (with a password, a client can
+log in as them). Like a homeserver it checks the access token (Authorization header or
+``access_token`` query) on every call, refuses events over 65,536 bytes (``M_TOO_LARGE``) and
+sends by non-members (``M_FORBIDDEN``). Rate limiting (``429 M_LIMIT_EXCEEDED`` with
+``retry_after_ms``) can be injected per endpoint kind.
 
 Tests create rooms, make users talk (text, mentions, replies, threads, files, voice notes,
 reactions) and read what the bot sent: each of its messages with the newest content once its
@@ -88,6 +93,13 @@ class FakeMatrix:
         self.rate_limit: dict[str, int] = {}  # "send" / "sync" / ... -> how many more calls answer 429
         self.retry_after_ms = 200
         self.refuse_all = False  # every call answers 502 (a homeserver that is down behind its proxy)
+        # End-to-end encryption: the server only relays keys and to-device messages it cannot read.
+        self.passwords: dict[str, str] = {bot: password}
+        self.device_keys: dict[str, dict[str, dict[str, Any]]] = {}  # user -> device -> signed device keys
+        self.one_time_keys: dict[tuple[str, str], dict[str, Any]] = {}  # (user, device) -> key id -> key
+        self.fallback_keys: dict[tuple[str, str], dict[str, Any]] = {}
+        self.to_device: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}  # (user, device) -> events
+        self.key_changes: list[tuple[int, str]] = []  # (pos, user) whose device keys changed
         self._txns: dict[tuple[str, str, str], str] = {}
         self._pos = itertools.count(1)
         self._now = 0
@@ -134,10 +146,12 @@ class FakeMatrix:
 
     # -- what tests do --------------------------------------------------------------------
 
-    def user(self, user_id: str, name: str) -> str:
-        """Register a user (a person who talks to the bot); returns the id."""
+    def user(self, user_id: str, name: str, password: str | None = None) -> str:
+        """Register a user (a person who talks to the bot); with a password, a client can log in as them."""
         with self._cond:
             self.users[user_id] = name
+            if password is not None:
+                self.passwords[user_id] = password
         return user_id
 
     def create_room(
@@ -426,7 +440,7 @@ class FakeMatrix:
             return {"user_id": user, "device_id": device, "is_guest": False}
         if rest == ["sync"]:
             self._limited("sync")
-            return self._sync(user, query)
+            return self._sync(user, device, query)
         if rest[:1] == ["profile"]:
             name = self.users.get(rest[1])
             if name is None:
@@ -442,8 +456,10 @@ class FakeMatrix:
             return {"filter_id": "1"}
         if rest[:1] == ["rooms"]:
             return self._room_call(method, user, rest[1], rest[2:], data, headers)
-        if rest[:1] == ["keys"] or rest[:1] == ["sendToDevice"]:
-            raise MatrixError(404, "M_UNRECOGNIZED", "This homeserver does not support end-to-end encryption")
+        if rest[:1] == ["keys"]:
+            return self._keys(user, device, rest[1], data)
+        if rest[:1] == ["sendToDevice"]:
+            return self._send_to_device(user, rest[1], data)
         raise MatrixError(404, "M_UNRECOGNIZED", f"Unrecognized request: {method} {path}")
 
     def _login(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -454,7 +470,7 @@ class FakeMatrix:
         user = identifier.get("user") or data.get("user") or ""
         if not user.startswith("@"):
             user = f"@{user}:{SERVER}"
-        if data.get("type") != "m.login.password" or user != self.bot or data.get("password") != self.password:
+        if data.get("type") != "m.login.password" or user not in self.passwords or data.get("password") != self.passwords[user]:
             raise MatrixError(403, "M_FORBIDDEN", "Invalid username or password")
         device = data.get("device_id") or ("DEV" + secrets.token_hex(4).upper())
         token = "syt_" + secrets.token_urlsafe(24)
@@ -467,20 +483,20 @@ class FakeMatrix:
             raise MatrixError(404, "M_NOT_FOUND", "Not found")
         return _Media(*self.media[parts[1]])
 
-    def _sync(self, user: str, query: dict[str, str]) -> dict[str, Any]:
+    def _sync(self, user: str, device: str, query: dict[str, str]) -> dict[str, Any]:
         since = int(query["since"]) if query.get("since") else None
         full_state = query.get("full_state") == "true"
         wait = min(float(query.get("timeout") or 0) / 1000, self.max_wait) if since is not None else 0.0
         deadline = time.monotonic() + wait
         with self._cond:
             while True:
-                response, anything = self._sync_response(user, since, full_state)
+                response, anything = self._sync_response(user, device, since, full_state)
                 left = deadline - time.monotonic()
                 if anything or left <= 0 or self._server is None:
                     return response
                 self._cond.wait(left)
 
-    def _sync_response(self, user: str, since: int | None, full_state: bool) -> tuple[dict[str, Any], bool]:
+    def _sync_response(self, user: str, device: str, since: int | None, full_state: bool) -> tuple[dict[str, Any], bool]:
         next_batch = next(self._pos)
         join: dict[str, Any] = {}
         invite: dict[str, Any] = {}
@@ -526,17 +542,65 @@ class FakeMatrix:
             for kind, (pos, content) in self.account_data.get(user, {}).items()
             if since is None or pos > since
         ]
-        anything = bool(account or invite or any(r["timeline"]["events"] for r in join.values()))
+        to_device = [event for pos, event in self.to_device.get((user, device), []) if since is None or pos > since]
+        if since is not None:  # a sync with a later token acknowledges what came before it
+            self.to_device[(user, device)] = [(p, e) for p, e in self.to_device.get((user, device), []) if p > since]
+        sharing = {m for r in self.rooms.values() if r.membership(user) == "join" for m in r.members("join")} | {user}
+        changed = sorted({u for pos, u in self.key_changes if since is not None and pos > since and u in sharing})
+        anything = bool(account or invite or to_device or changed or any(r["timeline"]["events"] for r in join.values()))
         response = {
             "next_batch": str(next_batch),
             "rooms": {"join": join, "invite": invite, "leave": {}},
             "account_data": {"events": account},
             "presence": {"events": []},
-            "to_device": {"events": []},
-            "device_lists": {"changed": [], "left": []},
-            "device_one_time_keys_count": {"signed_curve25519": 0},
+            "to_device": {"events": to_device},
+            "device_lists": {"changed": changed, "left": []},
+            "device_one_time_keys_count": {"signed_curve25519": len(self.one_time_keys.get((user, device), {}))},
+            "device_unused_fallback_key_types": ["signed_curve25519"] if self.fallback_keys.get((user, device)) else [],
         }
         return response, anything
+
+    def _keys(self, user: str, device: str, action: str, data: dict[str, Any]) -> dict[str, Any]:
+        with self._cond:
+            if action == "upload":
+                if data.get("device_keys"):
+                    self.device_keys.setdefault(user, {})[device] = data["device_keys"]
+                    self.key_changes.append((next(self._pos), user))
+                self.one_time_keys.setdefault((user, device), {}).update(data.get("one_time_keys") or {})
+                if data.get("fallback_keys"):
+                    self.fallback_keys[(user, device)] = data["fallback_keys"]
+                self._cond.notify_all()
+                return {"one_time_key_counts": {"signed_curve25519": len(self.one_time_keys[(user, device)])}}
+            if action == "query":
+                wanted: dict[str, list[str]] = data.get("device_keys") or {}
+                found = {
+                    u: {d: k for d, k in self.device_keys.get(u, {}).items() if not devices or d in devices}
+                    for u, devices in wanted.items()
+                }
+                return {"device_keys": found, "failures": {}}
+            if action == "claim":
+                claimed: dict[str, dict[str, Any]] = {}
+                for u, devices in (data.get("one_time_keys") or {}).items():
+                    for d in devices:
+                        keys = self.one_time_keys.get((u, d)) or {}
+                        if keys:
+                            key_id = next(iter(keys))
+                            claimed.setdefault(u, {})[d] = {key_id: keys.pop(key_id)}
+                        elif self.fallback_keys.get((u, d)):
+                            claimed.setdefault(u, {})[d] = dict(self.fallback_keys[(u, d)])
+                return {"one_time_keys": claimed, "failures": {}}
+        raise MatrixError(404, "M_UNRECOGNIZED", f"Unrecognized request: keys/{action}")
+
+    def _send_to_device(self, user: str, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        with self._cond:
+            for target, devices in (data.get("messages") or {}).items():
+                for device, content in devices.items():
+                    names = list(self.device_keys.get(target, {})) if device == "*" else [device]
+                    for name in names:
+                        event = {"type": kind, "sender": user, "content": content}
+                        self.to_device.setdefault((target, name), []).append((next(self._pos), event))
+            self._cond.notify_all()
+        return {}
 
     def _join(self, user: str, room_id: str) -> dict[str, Any]:
         with self._cond:

@@ -321,7 +321,7 @@ async def test_invites_direct_from_anyone_groups_only_from_allowed_users(fake, c
     assert incoming.place.direct and incoming.addressed and incoming.place.chat == dm
 
 
-async def test_an_encrypted_room_gets_one_notice_and_nothing_is_read(fake, connected):
+async def test_without_encryption_an_encrypted_room_gets_one_notice_and_nothing_is_read(fake, connected):
     platform, events = connected
     room = fake.create_room(ADA, [ADA], bot="invite", direct=True, encrypted=True)
     notice = await asyncio.to_thread(fake.wait_text, room, "end-to-end encrypted", WAIT)
