@@ -62,7 +62,7 @@ class SentMail:
     @property
     def text(self) -> str:
         part = self.message.get_body(("plain",))
-        return part.get_content() if part is not None else ""  # type: ignore[union-attr]
+        return part.get_content().replace("\r\n", "\n") if part is not None else ""  # type: ignore[union-attr]
 
     @property
     def html(self) -> str | None:
