@@ -306,6 +306,20 @@ async def test_it_reconnects_when_the_connection_drops(mail, running):
     assert (await inbox.next()).text.endswith("still there?")
 
 
+async def test_idle_is_issued_again_after_its_renewal_time(mail, monkeypatch):
+    monkeypatch.setattr("hermes_gateway.platforms.email.IDLE_RENEW", 0.3)  # 25 minutes in real life
+    inbox = Inbox()
+    platform = platform_for(mail)
+    await platform.start(inbox)
+    try:
+        await asyncio.to_thread(mail.imap.wait_idle, 3)
+        assert mail.imap.commands.count("DONE") >= 2 and mail.imap.connections == 1  # on the same connection
+        mail.receive(ADA, "after renewals")
+        assert (await inbox.next()).text.endswith("after renewals")
+    finally:
+        await platform.stop()
+
+
 async def test_a_server_without_idle_is_polled(monkeypatch):
     monkeypatch.setattr("hermes_gateway.platforms.email.POLL_INTERVAL", 0.2)
     with FakeMail(idle=False) as mail:
