@@ -58,7 +58,6 @@ from nio import (  # type: ignore[import-untyped]
     RoomCreateError,
     RoomGetEventError,
     RoomMessage,
-    RoomMessageNotice,
     RoomPreset,
     RoomSendError,
     SyncError,
@@ -107,6 +106,7 @@ REJECTED_RETRY = 300.0
 _MAX_RETRY_AFTER = 30.0
 # What a request can fail with on the way (TimeoutError is an OSError).
 _NETWORK = (aiohttp.ClientError, OSError)
+_READ = {"m.text", "m.emote", "m.file", "m.image", "m.audio", "m.video"}  # the message types given to the agent
 _REMEMBERED = 500  # sent event ids and questions kept (replies to older messages are looked up)
 
 ENCRYPTION_NOTICE = (
@@ -325,6 +325,8 @@ class MatrixPlatform(Platform):
                     await asyncio.sleep(min((response.retry_after_ms or 5000) / 1000, _MAX_RETRY_AFTER))
                     continue
                 revoked = response.status_code == "M_UNKNOWN_TOKEN"
+                if revoked and await self._log_in_again(client):
+                    continue
                 hint = " (the access token was revoked: set a new one and restart)" if revoked else ""
                 log.error("the Matrix homeserver refused a sync: %s %s%s", response.status_code, response.message, hint)
                 await asyncio.sleep(REJECTED_RETRY if revoked else backoff)
@@ -335,6 +337,18 @@ class MatrixPlatform(Platform):
                 await self._absorb(response, initial=False)
             except Exception:
                 log.exception("handling a Matrix sync failed")
+
+    async def _log_in_again(self, client: AsyncClient) -> bool:
+        """A password login whose session ended (signed out elsewhere) logs in again, on the same device."""
+        if self._section.password is None:
+            return False
+        try:
+            await self._log_in(client)
+        except (PlatformDown, *_NETWORK) as exc:
+            log.error("logging in to Matrix again failed: %s", getattr(exc, "why", None) or _reason(exc))
+            return False
+        log.info("the Matrix session had ended; logged in again as %s", self._user_id)
+        return True
 
     async def _dispatch(self) -> None:
         """Messages reach the conversation layer one at a time, in the order they arrived."""
@@ -417,8 +431,9 @@ class MatrixPlatform(Platform):
         if isinstance(event, ReactionEvent):
             await self._on_reaction(room, event)
             return
-        # Notices are what bots send (answering one starts a loop); edits repeat a message already had.
-        if not isinstance(event, RoomMessage) or isinstance(event, RoomMessageNotice) or relates.get("rel_type") == "m.replace":
+        # Notices are what bots send (answering one starts a loop); edits repeat a message already had;
+        # other message types (locations, verification requests) are not for the agent.
+        if not isinstance(event, RoomMessage) or content.get("msgtype") not in _READ or relates.get("rel_type") == "m.replace":
             return
         self._inbox.put_nowait(await self._incoming(room, event, content, relates, thread))
 

@@ -278,6 +278,33 @@ async def test_a_users_edit_is_not_a_second_message(fake, connected):
     assert (await events.next_message()).text == "next"
 
 
+async def test_locations_and_verification_requests_are_not_for_the_agent(fake, connected):
+    platform, events = connected
+    room = fake.dm(ADA)
+    fake.say(room, ADA, "Location: geo:51.5,0.1", msgtype="m.location", geo_uri="geo:51.5,0.1")
+    fake.say(room, ADA, "Ada is requesting to verify your key", msgtype="m.key.verification.request", methods=["m.sas.v1"])
+    fake.say(room, ADA, "/me waves", msgtype="m.emote")
+    assert (await events.next_message()).text == "/me waves"
+    assert events.messages.empty()
+
+
+async def test_a_password_session_that_ended_logs_in_again_on_the_same_device(fake):
+    platform = MatrixPlatform(settings(fake, access_token=None, password=fake.password))
+    events = Recorder()
+    await platform.start(events)
+    try:
+        room = fake.dm(ADA)
+        assert platform._client is not None
+        token = platform._client.access_token
+        device = fake.tokens.pop(token)[1]  # signed out from another client
+        await wait(fake, lambda: len(fake.logins) == 2, "a second login")
+        assert fake.logins[1]["device_id"] == device
+        fake.say(room, ADA, "still there?")
+        assert (await events.next_message()).text == "still there?"
+    finally:
+        await platform.stop()
+
+
 async def test_an_attachment_is_fetched_through_the_media_api(fake, connected):
     platform, events = connected
     room = fake.dm(ADA)
