@@ -1,16 +1,15 @@
-"""``hermes-gateway run``: the Telegram gateway and cron scheduler, in the foreground.
+"""``hermes-gateway run``: the chat platforms' gateway and the cron scheduler, in the foreground.
 
-Telegram unreachable or refusing at start-up does not stop it: the platform is retried with
-capped, jittered backoff (1s doubling to 5 minutes; a rejected token at the 5-minute pace)
-while scheduled jobs keep running; every failure is logged, and ``hermes-editor gateway
-status`` shows the state.
+A platform unreachable or refusing at start-up stops neither the others nor the scheduler: it
+is retried with capped, jittered backoff (1s doubling to 5 minutes; a rejected credential at
+the 5-minute pace); every failure is logged, and ``hermes-editor gateway status`` shows the state.
 
-SIGTERM and SIGINT stop it gracefully at any point (also while Telegram is being retried): no
-new updates are taken, turns and cron runs in flight get ``[gateway] shutdown_grace`` seconds
+SIGTERM and SIGINT stop it gracefully at any point (also while a platform is being retried): no
+new messages are taken, turns and cron runs in flight get ``[gateway] shutdown_grace`` seconds
 to finish, and what is still running then is cancelled (the core saves what was said, and the
 run is recorded as interrupted).
 
-With no Telegram token configured it runs the scheduler only: due jobs run and their results
+With no platform configured it runs the scheduler only: due jobs run and their results
 are kept in the store (``hermes-editor cron runs``); nothing is sent to a chat.
 """
 
@@ -31,7 +30,8 @@ log = logging.getLogger("hermes_gateway")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="hermes-gateway", description="Messaging gateway (Telegram) and cron scheduler for hermes-editor."
+        prog="hermes-gateway",
+        description="Messaging gateway (Telegram, Discord, Slack, WhatsApp, Signal, Matrix, email) and cron scheduler for hermes-editor.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"hermes-gateway {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -69,10 +69,22 @@ def _main(argv: list[str] | None) -> int:
         return 2
     redactor = setup_logging("gateway", config.log_level)
     redactor.add(config.secrets)
-    # python-telegram-bot logs request URLs, which contain the token, at debug level.
-    for noisy in ("telegram", "httpx", "apscheduler"):
+    # Platform libraries log request URLs and payloads (a Telegram URL contains the token) at debug level.
+    for noisy in (
+        "telegram",
+        "httpx",
+        "apscheduler",
+        "discord",
+        "slack_bolt",
+        "slack_sdk",
+        "nio",
+        "mautrix",
+        "aioimaplib",
+        "aiosmtplib",
+        "aiohttp",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from hermes_gateway.app import Gateway, GatewayError
+    from hermes_gateway.app import Gateway, GatewayError, lock_token
     from hermes_gateway.lock import AlreadyRunning, GatewayLock
 
     if not config.model:
@@ -83,8 +95,7 @@ def _main(argv: list[str] | None) -> int:
     except GatewayError as exc:
         print(f"hermes-gateway: {exc}", file=sys.stderr)
         return 2
-    token = config.telegram.token
-    lock = GatewayLock(token.get_secret_value() if token is not None else None)
+    lock = GatewayLock(lock_token(config))
     try:
         lock.acquire()
     except AlreadyRunning as exc:
@@ -92,7 +103,7 @@ def _main(argv: list[str] | None) -> int:
         return 1
     gateway.lock = lock
     if not gateway.platform:
-        line = "no platform configured (no Telegram token): running scheduled jobs only; results are kept in 'hermes-editor cron runs'"
+        line = "no platform configured (no Telegram token, no other platform's section): running scheduled jobs only; results are kept in 'hermes-editor cron runs'"
         log.info(line)
         print(f"hermes-gateway: {line}", flush=True)
     try:

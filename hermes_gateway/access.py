@@ -28,30 +28,39 @@ def not_yours(shown: str) -> str:
 
 
 class SessionAccess:
-    """Decides, per chat user, which sessions they reach."""
+    """Decides, per chat person, which sessions they reach.
 
-    def __init__(self, owner: int | None, projects: Projects, gateway_store: GatewayStore) -> None:
-        self._owner = owner
+    ``user`` below is a person (``GatewayStore.person_of`` of the sender's identity). An owner is
+    a person whose identity, or the person it is linked to, is configured as an owner: linking
+    your own identity to someone else's never makes them the owner.
+    """
+
+    def __init__(self, owners: frozenset[str], projects: Projects, gateway_store: GatewayStore) -> None:
+        self.owners = owners
         self._projects = projects
         self._gateway_store = gateway_store
 
-    def is_owner(self, user_id: int | None) -> bool:
-        return self._owner is not None and user_id == self._owner
+    def is_owner(self, user: str | None) -> bool:
+        return user is not None and user in self.owners
 
-    async def visible(self, user_id: int | None, limit: int = 10) -> list[SessionRecord]:
-        """Sessions of the configured projects that ``user_id`` may resume, newest first."""
-        if self.is_owner(user_id):
+    async def owner_identity(self, identity: str) -> bool:
+        """Whether the sender with this identity is an owner (directly, or linked to one)."""
+        return identity in self.owners or await self._gateway_store.person_of(identity) in self.owners
+
+    async def visible(self, user: str | None, limit: int = 10) -> list[SessionRecord]:
+        """Sessions of the configured projects that ``user`` may resume, newest first."""
+        if self.is_owner(user):
             return await self._projects.sessions(limit=limit)
-        if user_id is None:
+        if user is None:
             return []
-        mine = await self._gateway_store.sessions_started_by(user_id)
+        mine = await self._gateway_store.sessions_started_by(user)
         return [r for r in mine if self._projects.project_of(r.cwd) is not None][:limit]
 
-    async def may_continue(self, user_id: int | None, session_id: str, chat_key: str) -> bool:
-        """Whether ``user_id`` may act (a turn, /undo) on the session a chat is in."""
-        if self.is_owner(user_id):
+    async def may_continue(self, user: str | None, session_id: str, chat_key: str) -> bool:
+        """Whether ``user`` may act (a turn, /undo) on the session a chat is in."""
+        if self.is_owner(user):
             return True
         starter = await self._gateway_store.starter(session_id)
-        if starter is None or user_id is None:
+        if starter is None or user is None:
             return False
-        return starter.user_id == user_id or (starter.origin == "chat" and starter.chat_key == chat_key)
+        return starter.user_id == user or (starter.origin == "chat" and starter.chat_key == chat_key)

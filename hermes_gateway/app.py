@@ -1,33 +1,28 @@
-"""The gateway process: the store, two agents (chat and cron), the Telegram application, loops.
+"""The gateway process: the store, two agents (chat and cron), the chat platforms, the loops.
 
-Updates flow through python-telegram-bot's ``Application`` (httpx underneath): the
-authorisation gate first (group -1), then commands, messages and button presses. Turns run
-as background tasks so button presses are handled while a turn waits for an answer.
+Every configured platform (``hermes_gateway.platforms``) runs in this one process. Each is
+connected on its own, retried with capped, jittered backoff when it cannot connect, without
+holding up the others or the scheduler. Their messages and button presses all go through one
+``Router`` (the authorisation gate, then answers, commands and prompts). Turns run as
+background tasks so presses are handled while a turn waits for an answer.
 
-With no platform configured (no Telegram token) the gateway runs the scheduler only: due
-jobs run and their results stay in the store (``hermes-editor cron runs``).
+With no platform configured the gateway runs the scheduler only: due jobs run and their
+results stay in the store (``hermes-editor cron runs``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import mimetypes
 import random
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from telegram import Update
-from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, ContextTypes, MessageHandler, TypeHandler, filters
-
-from core.config import Config, home
+from core.config import Config
 from core.store.schedule import local_zone
-from hermes_gateway.telegram_io import Target
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
@@ -35,18 +30,17 @@ if TYPE_CHECKING:
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobStore
     from hermes_gateway.lock import GatewayLock
+    from hermes_gateway.platform import Platform
     from surface_support.pairing import Pairing
 
-__all__ = ["Gateway", "GatewayError", "PlatformState", "retry_delay"]
+__all__ = ["Gateway", "GatewayError", "PlatformState", "lock_token", "retry_delay"]
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 5.0
-# Reconnecting to Telegram at start-up: the first wait, doubled per failure up to the cap, jittered.
+# Reconnecting a platform: the first wait, doubled per failure up to the cap, jittered.
 RETRY_FIRST = 1.0
 RETRY_CAP = 300.0
-DEFAULT_API = "https://api.telegram.org/bot"
-_TEXT_INLINE_LIMIT = 100_000
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
@@ -56,16 +50,17 @@ class GatewayError(Exception):
 
 @dataclass(slots=True)
 class PlatformState:
-    """Where Telegram stands: ``connecting``, ``retrying`` (after ``attempts`` failures, the last
-    saying ``error``; the next try at ``retry_at``) or ``connected``."""
+    """Where a platform stands: ``connecting``, ``retrying`` (after ``attempts`` failures, the last
+    saying ``error``; the next try at ``retry_at``) or ``connected`` (as ``account``)."""
 
     state: str
     error: str | None
     attempts: int
     retry_at: float | None
+    account: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "error": self.error, "attempts": self.attempts, "retry_at": self.retry_at}
+        return {"state": self.state, "error": self.error, "attempts": self.attempts, "retry_at": self.retry_at, "account": self.account}
 
 
 def retry_delay(attempt: int) -> float:
@@ -75,19 +70,36 @@ def retry_delay(attempt: int) -> float:
     return random.uniform(ceiling / 2, ceiling)
 
 
-def _is_telegram_error(exc: BaseException) -> bool:
-    from telegram.error import TelegramError
+def lock_token(config: Config) -> str | None:
+    """What names this gateway's lock: the Telegram token (as before), else every configured
+    platform's account (hashed into the file name); None for a scheduler-only gateway."""
+    from hermes_gateway.platforms import configured
 
-    return isinstance(exc, TelegramError)
+    if config.telegram.token is not None:
+        return config.telegram.token.get_secret_value()
+    names = configured(config)
+    if not names:
+        return None
+    parts = []
+    for name in names:
+        section = getattr(config, name)
+        account = next(
+            (
+                getattr(section, key)
+                for key in ("token", "bot_token", "phone_number_id", "account", "user_id", "address")
+                if getattr(section, key, None)
+            ),
+            name,
+        )
+        parts.append(f"{name}={account.get_secret_value() if hasattr(account, 'get_secret_value') else account}")
+    return "|".join(parts)
 
 
 def check_config(config: Config) -> dict[str, str]:
     """The configured projects (name -> resolved path); raises GatewayError for what is missing."""
-    if config.telegram.token is None:
-        raise GatewayError("No Telegram bot token: set TELEGRAM_BOT_TOKEN or [telegram] token in config.toml (from @BotFather).")
     if not config.gateway.projects:
         raise GatewayError('No projects: add [gateway] projects = { name = "/path/to/project" } to config.toml.')
-    if config.telegram.mode == "webhook":
+    if config.telegram.token is not None and config.telegram.mode == "webhook":
         secret = config.telegram.webhook_secret.get_secret_value() if config.telegram.webhook_secret is not None else ""
         if not secret or not config.telegram.webhook_url:
             raise GatewayError(
@@ -113,12 +125,19 @@ class Gateway:
     """Everything one ``hermes-gateway run`` holds."""
 
     def __init__(self, config: Config, lock: GatewayLock | None = None) -> None:
+        from hermes_gateway.platforms import configured
+
         self.config = config
-        self.platform = config.telegram.token is not None
+        self.names = configured(config)
+        self.platform = bool(self.names)
         if self.platform:
             self.projects = check_config(config)
         elif not config.cron.enabled:
-            raise GatewayError("Nothing to run: no Telegram bot token (TELEGRAM_BOT_TOKEN or [telegram] token) and [cron] enabled = false.")
+            raise GatewayError(
+                "Nothing to run: no chat platform is configured (a Telegram bot token: TELEGRAM_BOT_TOKEN or [telegram] token; "
+                "or a [discord], [slack], [whatsapp], "
+                "[signal], [matrix] or [email] section with its credentials) and [cron] enabled = false."
+            )
         else:
             self.projects = {}
         self.secrets = config.secrets
@@ -126,24 +145,31 @@ class Gateway:
         self.default_mode = "ask"
         self.lock = lock
         self.started_at = time.time()
-        self.last_update_at: float | None = None
-        self.platform_state = PlatformState("connecting", None, 0, None)
+        self.platforms: dict[str, Platform] = {}
+        self.states: dict[str, PlatformState] = {name: PlatformState("connecting", None, 0, None) for name in self.names}
         self._loops: list[asyncio.Task[None]] = []
         self._closed = False
+
+    @property
+    def last_update_at(self) -> float | None:
+        router = getattr(self, "router", None)
+        return router.last_update_at if router is not None else None
 
     # -- building -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the store and build the agents and the Telegram application (no network yet)."""
+        """Open the store, build the agents and the platforms' adapters (no network yet)."""
         from core.agent.builder import build_agent
         from core.store import SessionStore
         from core.store.gateway import GatewayStore
         from core.store.jobs import JobStore
         from hermes_gateway.access import SessionAccess
-        from hermes_gateway.auth import Gate
         from hermes_gateway.chats import Conversations
         from hermes_gateway.commands import Commands
-        from hermes_gateway.parts import ChatBot, Projects
+        from hermes_gateway.conversation import Router
+        from hermes_gateway.parts import Projects
+        from hermes_gateway.platform import PlatformConfigError
+        from hermes_gateway.platforms import build
         from hermes_gateway.remote import RemoteApprovals
         from hermes_gateway.scheduler import Scheduler
         from surface_support.pairing import Pairing
@@ -153,190 +179,125 @@ class Gateway:
         self.store: SessionStore = await SessionStore.open()
         self.gateway_store: GatewayStore = GatewayStore(self.store)
         self.jobs: JobStore = JobStore(self.store)
-        self.pairing: Pairing = Pairing(self.gateway_store, cfg.telegram.allowed_users)
+        self.pairing: Pairing = Pairing(self.gateway_store, allowed_identities(cfg))
         self.agent: Agent = build_agent(cfg, "gateway", toolset=toolset, store=self.store)
         # Cron runs share the chat agent's model client.
         self.cron_agent: Agent = build_agent(cfg, "cron", toolset=toolset, store=self.store, model=self.agent.model)
+        self.scheduler = Scheduler(cfg, self.cron_agent, self.platforms, self.jobs, self.gateway_store)
         if not self.platform:
-            self.scheduler = Scheduler(cfg, self.cron_agent, None, self.jobs, self.gateway_store)
             return
-        assert cfg.telegram.token is not None
-        base = (cfg.telegram.api_base_url or DEFAULT_API).rstrip("/")
-        builder: ApplicationBuilder = (
-            ApplicationBuilder()
-            .token(cfg.telegram.token.get_secret_value())
-            .base_url(base)
-            .base_file_url(re.sub(r"/bot$", "/file/bot", base))
-            .get_updates_read_timeout(cfg.telegram.poll_timeout + 10)
-        )
-        self.application: Application = builder.build()
-        app = self.application
-        bot = app.bot
-        self.chatbot = ChatBot(bot)
+        for name in self.names:
+            try:
+                self.platforms[name] = build(name, cfg)
+            except PlatformConfigError as exc:
+                raise GatewayError(f"[{name}]: {exc}") from None
+        owners = cfg.owner_identities()
         projects = Projects(self.projects, self.store)
-        self.access = SessionAccess(cfg.gateway.owner, projects, self.gateway_store)
-        self.conversations = Conversations(cfg, self.agent, bot, self.gateway_store, projects, self.access, self.default_mode)
-        self.scheduler = Scheduler(cfg, self.cron_agent, bot, self.jobs, self.gateway_store)
+        self.access = SessionAccess(owners, projects, self.gateway_store)
+        self.conversations = Conversations(cfg, self.agent, self.platforms, self.gateway_store, projects, self.access, self.default_mode)
         self.commands = Commands(
-            cfg, self.chatbot, self.conversations, self.access, projects, self.gateway_store, self.jobs, self.scheduler, self.timezone
+            cfg, self.platforms, self.conversations, self.access, projects, self.gateway_store, self.jobs, self.scheduler, self.timezone
         )
-        self.remote = RemoteApprovals(cfg, [self.agent.broker, self.cron_agent.broker], bot, self.store, self.gateway_store)
-        app.add_handler(TypeHandler(Update, Gate(self.pairing, self.chatbot)), group=-1)
-        app.add_handler(CallbackQueryHandler(self._on_button))
-        app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.COMMAND, self.commands.dispatch))
-        app.add_handler(
-            MessageHandler(
-                filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL) & ~filters.COMMAND, self._on_message
-            )
+        self.remote = RemoteApprovals(
+            cfg, [self.agent.broker, self.cron_agent.broker], self.platforms, owners, self.store, self.gateway_store
         )
-        app.add_error_handler(self._on_error)
-
-    @property
-    def bot(self) -> Any:
-        return self.application.bot
+        self.router = Router(cfg, self.platforms, self.pairing, self.conversations, self.commands, self.remote)
 
     # -- running --------------------------------------------------------------------------
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run the scheduler and bring the platform up (retried with backoff) until ``stop`` is set;
+        """Run the scheduler and bring each platform up (retried with backoff) until ``stop`` is set;
         then shut down gracefully. The store is closed however this ends."""
         try:
             if not self.platform:
                 await self._serve_scheduler_only(stop)
             else:
-                await self._serve_platform(stop)
+                await self._serve_platforms(stop)
         finally:
             await self.close()
 
-    async def _serve_platform(self, stop: asyncio.Event) -> None:
+    async def _serve_platforms(self, stop: asyncio.Event) -> None:
         from surface_support.approval_watch import watch_foreign_answers
 
         cfg = self.config
-        app = self.application
-        # The scheduler and the heartbeat do not wait for Telegram: jobs run while it is unreachable.
+        # The scheduler and the heartbeat wait for no platform: jobs run while one is unreachable.
         self._loops = [
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
             asyncio.create_task(watch_foreign_answers(self.agent.broker, self.store), name="approval-watch"),
         ]
         if cfg.cron.enabled:
             self._loops.append(asyncio.create_task(self.scheduler.loop(), name="scheduler"))
-        connect = asyncio.create_task(self._connect(), name="connect")
+        connects = [asyncio.create_task(self._connect(name), name=f"connect-{name}") for name in self.platforms]
         await stop.wait()
-        connect.cancel()  # still retrying: give up (a no-op once connected)
-        await asyncio.gather(connect, return_exceptions=True)
-        log.info("stopping: no new updates; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
-        await self._quietly(self._stop_updates())
+        for connect in connects:
+            connect.cancel()  # still retrying: give up (a no-op once connected)
+        await asyncio.gather(*connects, return_exceptions=True)
+        log.info("stopping: no new messages; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
+        for platform in self.platforms.values():
+            stop_receiving = getattr(platform, "stop_receiving", None)
+            if stop_receiving is not None:
+                await self._quietly(stop_receiving())
         await asyncio.gather(self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace))
         for task in self._loops:
             task.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        if app.running:
-            await self._quietly(app.stop())
-        await self._quietly(app.shutdown())
+        await asyncio.gather(*(self._quietly(p.stop()) for p in self.platforms.values()))
 
-    async def _connect(self) -> None:
-        """Bring Telegram up (getMe, then polling or the webhook), retrying with capped, jittered
-        backoff until it works; every failure is logged and shown by ``hermes-editor gateway status``.
+    async def _connect(self, name: str) -> None:
+        """Bring one platform up, retrying with capped, jittered backoff until it works; every
+        failure is logged and shown by ``hermes-editor gateway status``. Once connected, the
+        adapter's library rides out later network failures itself."""
+        from hermes_gateway.platform import PlatformDown
 
-        Once polling runs, python-telegram-bot rides out later network failures itself.
-        """
-        cfg = self.config
-        app = self.application
+        platform = self.platforms[name]
         attempt = 0
         while True:
             try:
-                await app.initialize()
-                self.chatbot.username = app.bot.username or ""
-                if not app.running:
-                    await app.start()
-                await self._start_updates()
+                await platform.start(self.router)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 attempt += 1
-                why, delay, level = self._connect_failure(exc, attempt)
-                self.platform_state = PlatformState("retrying", why, attempt, time.time() + delay)
+                delay = retry_delay(attempt)
+                if isinstance(exc, PlatformDown):
+                    why = exc.why
+                    if exc.retry_after is not None:
+                        delay = max(delay, exc.retry_after) if exc.retry_after < RETRY_CAP else RETRY_CAP
+                    level = logging.ERROR if exc.retry_after is not None and exc.retry_after >= RETRY_CAP else logging.WARNING
+                else:
+                    why, level = f"{type(exc).__name__}: {exc}", logging.WARNING
+                why = self._scrub(why)
+                self.states[name] = PlatformState("retrying", why, attempt, time.time() + delay)
                 self.write_status("running")
                 log.log(
                     level,
-                    "Telegram start-up failed (attempt %d): %s; retrying in %.1fs; scheduled jobs keep running",
+                    "%s start-up failed (attempt %d): %s; retrying in %.1fs; scheduled jobs keep running",
+                    name.title(),
                     attempt,
                     why,
                     delay,
-                    exc_info=exc if not _is_telegram_error(exc) else None,
+                    exc_info=exc if not isinstance(exc, PlatformDown) else None,
                 )
+                await self._quietly(platform.stop())
                 await asyncio.sleep(delay)
                 continue
             break
-        self.platform_state = PlatformState("connected", None, attempt, None)
+        self.states[name] = PlatformState("connected", None, attempt, None, platform.account)
         self.write_status("running")
         log.info(
-            "gateway connected as @%s (%s)%s; projects: %s",
-            self.chatbot.username,
-            cfg.telegram.mode,
+            "%s connected as %s%s; projects: %s",
+            name,
+            platform.account or "?",
             f" after {attempt} failed attempts" if attempt else "",
             ", ".join(self.projects),
         )
-        if self.remote.enabled:
+        if self.remote.enabled and not any(t.get_name() == "remote-approvals" for t in self._loops):
             self._loops.append(asyncio.create_task(self.remote.loop(), name="remote-approvals"))
-
-    def _connect_failure(self, exc: Exception, attempt: int) -> tuple[str, float, int]:
-        """What went wrong (secrets scrubbed), how long to wait, and the log level."""
-        from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TimedOut
-
-        delay = retry_delay(attempt)
-        if isinstance(exc, InvalidToken):
-            # Telegram's 401/404: the token is wrong or revoked. Only a new token helps, so the
-            # platform is retried at the slowest pace while the scheduler keeps working.
-            return (
-                "Telegram rejected the bot token (401 Unauthorized): check TELEGRAM_BOT_TOKEN or [telegram] token "
-                "(from @BotFather), then restart the gateway",
-                RETRY_CAP,
-                logging.ERROR,
-            )
-        if isinstance(exc, RetryAfter):
-            wait = exc.retry_after if isinstance(exc.retry_after, (int, float)) else exc.retry_after.total_seconds()
-            return f"Telegram asks to wait {float(wait):.0f}s (flood control)", max(delay, float(wait)), logging.WARNING
-        if isinstance(exc, Conflict):
-            why = f"another client uses this bot token ({exc.message})"
-        elif isinstance(exc, TimedOut):
-            why = "Telegram did not answer in time (timed out)"
-        elif isinstance(exc, NetworkError):
-            why = f"cannot reach Telegram ({exc.message})"
-        elif _is_telegram_error(exc):
-            why = f"Telegram error: {getattr(exc, 'message', exc)}"
-        else:
-            why = f"{type(exc).__name__}: {exc}"
-        return self._scrub(why), delay, logging.WARNING
 
     def _scrub(self, text: str) -> str:
         for secret in sorted((s for s in self.secrets if s), key=len, reverse=True):
             text = text.replace(secret, "[redacted]")
         return text
-
-    async def _start_updates(self) -> None:
-        cfg = self.config
-        updater = self.application.updater
-        assert updater is not None
-        if updater.running:
-            return
-        if cfg.telegram.mode == "webhook":
-            assert cfg.telegram.webhook_secret is not None
-            await updater.start_webhook(
-                listen=cfg.telegram.webhook_listen,
-                port=cfg.telegram.webhook_port,
-                # The listener serves the public URL's path (a reverse proxy forwards it as is).
-                url_path=urlsplit(cfg.telegram.webhook_url or "").path.strip("/"),
-                webhook_url=cfg.telegram.webhook_url,
-                secret_token=cfg.telegram.webhook_secret.get_secret_value(),
-            )
-        else:
-            await updater.start_polling(poll_interval=0.0, timeout=int(cfg.telegram.poll_timeout), drop_pending_updates=False)
-
-    async def _stop_updates(self) -> None:
-        updater = self.application.updater
-        if updater is not None and updater.running:
-            await updater.stop()
 
     @staticmethod
     async def _quietly(step: Any) -> None:
@@ -395,112 +356,33 @@ class Gateway:
             except OSError:
                 log.warning("cannot write the status file", exc_info=True)
             return
+        telegram = self.platforms.get("telegram")
         try:
             self.lock.write_status(
                 state=state,
-                bot=self.chatbot.username,
-                mode=self.config.telegram.mode,
+                bot=telegram.account.lstrip("@") if telegram is not None else "",
+                mode=self.config.telegram.mode if telegram is not None else None,
                 projects=list(self.projects),
-                turns_running=len(self.conversations.running()),
+                turns_running=len(self.conversations.running()) if hasattr(self, "conversations") else 0,
                 cron_enabled=self.config.cron.enabled,
                 cron_runs_running=self.scheduler.running,
                 catch_up_grace=self.config.cron.catch_up_grace,
-                remote_approvals=self.remote.enabled,
+                remote_approvals=self.remote.enabled if hasattr(self, "remote") else False,
                 last_update_at=self.last_update_at,
-                telegram=self.platform_state.as_dict(),
+                platforms={name: state.as_dict() for name, state in self.states.items()},
+                **({"telegram": self.states["telegram"].as_dict()} if "telegram" in self.states else {}),
             )
         except OSError:
             log.warning("cannot write the status file", exc_info=True)
 
-    # -- handlers -------------------------------------------------------------------------
 
-    async def _on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        from core.messages import ImagePart, TextPart, UserMessage
+def allowed_identities(config: Config) -> set[str]:
+    """Every configured platform's ``allowed_users`` as identities (never names)."""
+    from hermes_gateway.platforms import ADAPTERS
 
-        message = update.message
-        user = update.effective_user
-        if message is None or user is None or not self.chatbot.addressed(message):
-            return
-        self.last_update_at = time.time()
-        text = message.text or message.caption or ""
-        if self.chatbot.username:
-            text = re.sub(rf"@{re.escape(self.chatbot.username)}\b", "", text, flags=re.IGNORECASE).strip()
-        target = self.chatbot.target_of(message)
-        parts: list[Any] = []
-        try:
-            notes, images = await self._attachments(message, target)
-        except Exception as exc:
-            log.warning("could not fetch an attachment: %s", exc)
-            notes, images = [f"(An attachment could not be downloaded: {type(exc).__name__}.)"], []
-        body = "\n\n".join([t for t in [text, *notes] if t])
-        if not body and not images:
-            return
-        parts.append(TextPart(text=body or "(see the attached image)"))
-        parts += [ImagePart(media_type=mt, data=data) for mt, data in images]
-        conversation = await self.conversations.get(target)
-        self.conversations.start_turn(conversation, UserMessage(parts=parts), user.id)
-
-    async def _attachments(self, message: Any, target: Target) -> tuple[list[str], list[tuple[str, str]]]:
-        """Save files and photos under the state home; text files are given inline, images as images."""
-        notes: list[str] = []
-        images: list[tuple[str, str]] = []
-        limit = self.config.gateway.files_max_bytes
-        folder = home() / "gateway" / "uploads" / target.key.replace(":", "_")
-        if message.photo:
-            photo = message.photo[-1]
-            data = await self._download(photo.file_id, limit)
-            path = _save(folder, f"photo-{photo.file_unique_id}.jpg", data)
-            images.append(("image/jpeg", base64.b64encode(data).decode()))
-            notes.append(f"(Photo saved at {path}.)")
-        document = message.document
-        if document is not None:
-            if document.file_size and document.file_size > limit:
-                return [f"(The file {document.file_name} is larger than {limit} bytes and was not downloaded.)"], images
-            data = await self._download(document.file_id, limit)
-            name = Path(document.file_name or f"file-{document.file_unique_id}").name
-            path = _save(folder, name, data)
-            kind = document.mime_type or mimetypes.guess_type(name)[0] or ""
-            if kind.startswith("image/"):
-                images.append((kind, base64.b64encode(data).decode()))
-                notes.append(f"(Image saved at {path}.)")
-            else:
-                try:
-                    content = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    content = None
-                if content is not None and len(content) <= _TEXT_INLINE_LIMIT:
-                    notes.append(f"(File {name}, saved at {path}:)\n```\n{content}\n```")
-                else:
-                    notes.append(f"(File {name} saved at {path}; {len(data)} bytes.)")
-        return notes, images
-
-    async def _download(self, file_id: str, limit: int) -> bytes:
-        file = await self.bot.get_file(file_id)
-        data = bytes(await file.download_as_bytearray())
-        if len(data) > limit:
-            raise ValueError("file too large")
-        return data
-
-    async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        query = update.callback_query
-        if query is None or not query.data:
-            return
-        self.last_update_at = time.time()
-        kind, _, rest = query.data.partition("|")
-        approval_id, _, choice = rest.partition("|")
-        if kind == "ap":
-            await self.conversations.approvals.press(query, approval_id, choice)
-        elif kind == "rp":
-            await self.remote.press(query, approval_id, choice)
-        else:
-            await query.answer("This button is no longer valid.")
-
-    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.error("handler failed: %s", context.error, exc_info=context.error)
-
-
-def _save(folder: Path, name: str, data: bytes) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{int(time.time())}-{name}"
-    path.write_bytes(data)
-    return path
+    found = {f"telegram:{user}" for user in config.telegram.allowed_users}
+    for name in ADAPTERS:
+        section = getattr(config, name, None)
+        if name != "telegram" and section is not None:
+            found |= {f"{name}:{user}" for user in section.allowed_users}
+    return found

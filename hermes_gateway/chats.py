@@ -1,10 +1,9 @@
-"""Conversations: each chat (and forum topic) is one agent session in one configured project.
+"""Conversations: each chat place (a chat, a thread, a topic) is one agent session in one configured project.
 
-A turn streams into one Telegram message, edited at a bounded rate; when the turn ends the
-reply is rendered and split (``telegram_io.send_long``). Questions from the approval policy
-become inline buttons bound to the request id, the chat and the user who sent the prompt:
-a press by anyone else is refused, a late press is told the question is gone, and the core's
-broker denies on timeout.
+A turn streams into one message, edited at the platform's rate (``Limits.edit_interval``); when
+the turn ends the reply is split for the platform and numbered (``conversation.send_long``).
+Platforms that cannot edit get the whole reply at the end, with "typing" shown meanwhile.
+Questions from the approval policy go through ``conversation.Questions``.
 """
 
 from __future__ import annotations
@@ -16,160 +15,71 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
-from telegram.constants import ChatAction
-from telegram.error import TelegramError
-
-from core.events import ApprovalRequest, Decision, Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
+from core.events import Notice, PermissionNeeded, TextDelta, ToolStarted, TurnEnded
 from core.messages import UserMessage
 from core.policy.approvals import as_mode
 from hermes_gateway.access import not_yours
-from hermes_gateway.render import LIMIT
-from hermes_gateway.telegram_io import Target, edit_text, send_long, send_text
+from hermes_gateway.platform import send_long
+from hermes_gateway.questions import Questions
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent, Session
     from core.config import Config
     from core.models.base import Model
-    from core.policy.approvals import ApprovalBroker
     from core.store.gateway import GatewayStore
     from hermes_gateway.access import SessionAccess
     from hermes_gateway.parts import Projects
+    from hermes_gateway.platform import Place, Platform
 
-__all__ = ["ApprovalButtons", "Conversation", "Conversations"]
+__all__ = ["Conversation", "Conversations"]
 
 log = logging.getLogger(__name__)
 
-_CHOICES = {"o": Decision.ALLOW_ONCE, "a": Decision.ALLOW_ALWAYS, "d": Decision.REJECT_ONCE}
-_SAID = {"o": "Allowed once", "a": "Always allowed", "d": "Denied"}
 TYPING_EVERY = 4.0
 
 
-@dataclass(slots=True)
-class _Asked:
-    request: ApprovalRequest
-    target: Target
-    user_id: int
-    message_id: int | None = None
-
-
-class ApprovalButtons:
-    """In-chat questions: ``ap|<approval id>|<o|a|d>`` (under 64 bytes of callback data)."""
-
-    def __init__(self, bot: Any, broker: ApprovalBroker) -> None:
-        self._bot = bot
-        self._broker = broker
-        self._asked: dict[str, _Asked] = {}
-
-    async def ask(self, request: ApprovalRequest, target: Target, user_id: int) -> None:
-        lines = [f"🔐 Approval needed: {request.title}"]
-        if request.reason:
-            lines.append(f"Why: {request.reason}")
-        if request.command:
-            lines.append(f"```\n{request.command[:1500]}\n```")
-        for diff in request.diffs[:3]:
-            lines.append(f"Changes {diff.path}")
-        buttons = [InlineKeyboardButton("Allow once", callback_data=f"ap|{request.id}|o")]
-        if request.offer_always:
-            buttons.append(InlineKeyboardButton("Allow always", callback_data=f"ap|{request.id}|a"))
-        buttons.append(InlineKeyboardButton("Deny", callback_data=f"ap|{request.id}|d"))
-        asked = _Asked(request, target, user_id)
-        self._asked[request.id] = asked
-        message = await send_text(self._bot, target, "\n".join(lines), reply_markup=InlineKeyboardMarkup([buttons]))
-        asked.message_id = message.message_id
-
-    async def press(self, query: Any, approval_id: str, choice: str) -> None:
-        """A button press, already past the allowlist gate; binding checked here."""
-        asked = self._asked.get(approval_id)
-        future = asked.request.future if asked else None
-        if asked is None or future is None or future.done():
-            self._asked.pop(approval_id, None)
-            await query.answer("This request has expired or was already answered.", show_alert=True)
-            await _drop_keyboard(query)
-            return
-        chat_id = query.message.chat.id if query.message else None
-        if query.from_user is None or query.from_user.id != asked.user_id or chat_id != asked.target.chat_id:
-            log.warning(
-                "approval %s: press by user %s refused (bound to %s)", approval_id, getattr(query.from_user, "id", None), asked.user_id
-            )
-            await query.answer("Only the person who asked for this can answer it.", show_alert=True)
-            return
-        decision = _CHOICES.get(choice)
-        if decision is None or (decision is Decision.ALLOW_ALWAYS and not asked.request.offer_always):
-            await query.answer("That choice is not offered for this request.", show_alert=True)
-            return
-        won = await self._broker.answer(approval_id, decision, by=f"telegram:{query.from_user.id}")
-        self._asked.pop(approval_id, None)
-        if not won:
-            await query.answer("This request has expired or was already answered.", show_alert=True)
-            await _drop_keyboard(query)
-            return
-        await query.answer(_SAID[choice])
-        await self._settle(asked, _SAID[choice])
-
-    async def expire_session(self, session_id: str) -> None:
-        """The turn ended: questions still shown for it can no longer be answered."""
-        for approval_id, asked in list(self._asked.items()):
-            if asked.request.session_id == session_id and (asked.request.future is None or asked.request.future.done()):
-                self._asked.pop(approval_id, None)
-                await self._settle(asked, "Expired")
-
-    async def _settle(self, asked: _Asked, outcome: str) -> None:
-        if asked.message_id is None:
-            return
-        try:
-            await edit_text(self._bot, asked.target, asked.message_id, f"🔐 {asked.request.title} — {outcome}", html=False)
-        except TelegramError:
-            log.debug("could not update the approval message", exc_info=True)
-
-
-async def _drop_keyboard(query: Any) -> None:
-    try:
-        await query.edit_message_reply_markup(reply_markup=None)
-    except TelegramError:
-        pass
-
-
 class _Stream:
-    """One reply being written: a draft message edited at most every ``interval`` seconds."""
+    """One reply being written: a draft message edited at most every ``interval`` seconds (on
+    platforms that edit; elsewhere the reply is sent whole at the end)."""
 
-    def __init__(self, bot: Any, target: Target, interval: float) -> None:
-        self.bot, self.target, self.interval = bot, target, interval
+    def __init__(self, platform: Platform, place: Place) -> None:
+        self.platform, self.place = platform, place
+        self.interval = platform.limits.edit_interval
         self.text: list[str] = []
         self.status = ""
-        self.message_id: int | None = None
+        self.message_id: str | None = None
         self._last = 0.0
 
     async def update(self, *, force: bool = False) -> None:
+        if not self.platform.limits.edits:
+            return
         now = time.monotonic()
         if not force and now - self._last < self.interval:
             return
         self._last = now
+        limit = self.platform.limits.text
         body = "".join(self.text)
         # While streaming, show the tail: the whole reply is sent, split, at the end.
-        draft = body[-(LIMIT - 200) :] if len(body) > LIMIT - 200 else body
+        draft = body[-(limit - 200) :] if len(body) > limit - 200 else body
         draft = (draft + ("\n\n" if draft else "") + self.status).strip() or "…"
         try:
-            if self.message_id is None:
-                sent = await self.bot.send_message(text=draft, **self.target.kwargs())
-                self.message_id = sent.message_id
-            else:
-                await edit_text(self.bot, self.target, self.message_id, draft, html=False)
-        except TelegramError:
+            self.message_id = await self.platform.draft(self.place, self.message_id, draft)
+        except Exception:
             log.debug("draft update failed", exc_info=True)
 
-    async def finish(self, footer: str = "") -> None:
+    async def finish(self, footer: str = "") -> str:
         body = "".join(self.text).strip()
         if footer:
             body = f"{body}\n\n{footer}" if body else footer
-        await send_long(self.bot, self.target, body or "(no reply)", first_message_id=self.message_id)
+        await send_long(self.platform, self.place, body or "(no reply)", first_message_id=self.message_id)
+        return body
 
 
 @dataclass(eq=False)
 class Conversation:
     """One chat's (or topic's) state: project, session, mode, the turn in flight."""
 
-    target: Target
+    place: Place
     project: str
     mode: str = "ask"
     session: Session | None = None
@@ -178,6 +88,8 @@ class Conversation:
     turn: asyncio.Task[None] | None = None
     busy_since: float | None = None
     attachments: list[Any] = field(default_factory=list)
+    # /voice on: each reply is also sent as speech (not kept across restarts).
+    voice: bool = False
 
 
 class Conversations:
@@ -187,7 +99,7 @@ class Conversations:
         self,
         config: Config,
         agent: Agent,
-        bot: Any,
+        platforms: dict[str, Platform],
         gateway_store: GatewayStore,
         projects: Projects,
         access: SessionAccess,
@@ -195,14 +107,14 @@ class Conversations:
     ) -> None:
         self._config = config
         self._agent = agent
-        self._bot = bot
+        self._platforms = platforms
         self._gateway_store = gateway_store
         self._projects = projects
         self._access = access
         self._default_mode = default_mode
         self._by_key: dict[str, Conversation] = {}
         self._models: dict[str, Model] = {}
-        self.approvals = ApprovalButtons(bot, agent.broker)
+        self.questions = Questions(platforms, agent.broker)
         # Waiting for background commands to end, to tell the chat while no turn runs.
         self._watchers: set[asyncio.Task[None]] = set()
         self._watched: set[int] = set()
@@ -237,21 +149,28 @@ class Conversations:
             except Exception:
                 log.warning("closing the host of session %s failed", old.id[:8], exc_info=True)
 
-        closer = asyncio.create_task(close(), name=f"close-{conversation.target.key}")
+        closer = asyncio.create_task(close(), name=f"close-{conversation.place.key}")
         self._closing.add(closer)
         closer.add_done_callback(self._closing.discard)
 
-    async def get(self, target: Target) -> Conversation:
-        found = self._by_key.get(target.key)
+    async def person(self, identity: str) -> str:
+        """The person an identity belongs to (itself unless linked with /link)."""
+        return await self._gateway_store.person_of(identity)
+
+    def platform(self, conversation: Conversation) -> Platform:
+        return self._platforms[conversation.place.platform]
+
+    async def get(self, place: Place) -> Conversation:
+        found = self._by_key.get(place.key)
         if found is not None:
             return found
-        binding = await self._gateway_store.binding(target.key)
+        binding = await self._gateway_store.binding(place.key)
         projects = self._projects.paths
         project = binding.project if binding.project in projects else next(iter(projects))
-        conversation = Conversation(target, project, binding.mode or self._default_mode)
+        conversation = Conversation(place, project, binding.mode or self._default_mode)
         if binding.session_id:
             conversation.session = await self._open(conversation, binding.session_id)
-        self._by_key[target.key] = conversation
+        self._by_key[place.key] = conversation
         return conversation
 
     async def _open(self, conversation: Conversation, session_id: str) -> Session | None:
@@ -299,7 +218,7 @@ class Conversations:
         session.model = None if label == self.default_model else self._model(label)
         session.context_window = self._config.context_window(label) or session.context_window
 
-    async def set_model(self, conversation: Conversation, label: str, user_id: int | None) -> Session:
+    async def set_model(self, conversation: Conversation, label: str, user_id: str | None) -> Session:
         """Switch the chat's session to ``label`` (already resolved) and remember it with the session,
         as an editor's model picker does. Starts a session when the chat has none."""
         self._model(label)  # built first: a failure leaves the chat as it was
@@ -313,9 +232,9 @@ class Conversations:
         from core.store.gateway import ChatBinding
 
         sid = conversation.session.id if conversation.session else None
-        await self._gateway_store.bind(ChatBinding(conversation.target.key, conversation.project, sid, conversation.mode))
+        await self._gateway_store.bind(ChatBinding(conversation.place.key, conversation.project, sid, conversation.mode))
 
-    async def new_session(self, conversation: Conversation, user_id: int | None) -> Session:
+    async def new_session(self, conversation: Conversation, user_id: str | None) -> Session:
         """A fresh session in the chat's project, started by ``user_id`` (it is theirs)."""
         from core.host.select import host_for
 
@@ -325,7 +244,7 @@ class Conversations:
             self._apply_model(conversation, session)
             await self._agent.store.update_session(session.id, model=conversation.model, meta={"model": conversation.model})
         if user_id is not None:
-            await self._gateway_store.record_starter(session.id, user_id, chat_key=conversation.target.key, origin="chat")
+            await self._gateway_store.record_starter(session.id, user_id, chat_key=conversation.place.key, origin="chat")
         old, conversation.session = conversation.session, session
         self._leave(conversation, old)
         await self.save(conversation)
@@ -339,7 +258,7 @@ class Conversations:
             await self.save(conversation)
         return session
 
-    def start_turn(self, conversation: Conversation, message: UserMessage, user_id: int) -> None:
+    def start_turn(self, conversation: Conversation, message: UserMessage, user_id: str) -> None:
         """Run a prompt in the background: the handler returns, so button presses keep flowing."""
         previous = conversation.turn
 
@@ -348,22 +267,24 @@ class Conversations:
                 await asyncio.wait([previous])  # one turn at a time per chat, in order
             await self._turn(conversation, message, user_id)
 
-        conversation.turn = asyncio.create_task(run(), name=f"turn-{conversation.target.key}")
+        conversation.turn = asyncio.create_task(run(), name=f"turn-{conversation.place.key}")
 
-    async def _turn(self, conversation: Conversation, message: UserMessage, user_id: int) -> None:
+    async def _turn(self, conversation: Conversation, message: UserMessage, user_id: str) -> None:
+        platform = self.platform(conversation)
+        place = conversation.place
         session = conversation.session
-        if session is not None and not await self._access.may_continue(user_id, session.id, conversation.target.key):
+        if session is not None and not await self._access.may_continue(user_id, session.id, place.key):
             # A binding from before sessions had owners, or a session the owner brought here.
-            await send_text(self._bot, conversation.target, not_yours(session.id[:8]))
+            await platform.send(place, not_yours(session.id[:8]))
             return
         session = session or await self.new_session(conversation, user_id)
-        stream = _Stream(self._bot, conversation.target, self._config.telegram.edit_interval)
-        typing = asyncio.create_task(self._typing(conversation.target))
+        stream = _Stream(platform, place)
+        typing = asyncio.create_task(self._typing(platform, place))
         conversation.busy_since = time.time()
         footer = ""
         try:
-            # Tools acting in this turn (the cron tool) act for the user who sent the prompt.
-            await self._gateway_store.set_turn_user(conversation.target.key, user_id)
+            # Tools acting in this turn (the cron tool) act for the person who sent the prompt.
+            await self._gateway_store.set_turn_user(place.key, user_id)
             async for event in self._agent.run_turn(session, message):
                 if isinstance(event, TextDelta):
                     stream.text.append(event.text)
@@ -373,28 +294,43 @@ class Conversations:
                     stream.status = f"⚙️ {event.title}"
                     await stream.update()
                 elif isinstance(event, PermissionNeeded):
-                    await self.approvals.ask(event.request, conversation.target, user_id)
+                    await self.questions.ask(event.request, place, user_id)
                 elif isinstance(event, Notice) and event.level != "info":
-                    await send_text(self._bot, conversation.target, f"⚠️ {event.text}")
+                    await platform.send(place, f"⚠️ {event.text}")
                 elif isinstance(event, TurnEnded):
                     if event.stop_reason == "cancelled":
                         footer = "⏹ Stopped."
                     elif event.stop_reason == "max_tokens":
                         footer = "(The reply was cut off at the model's output limit.)"
         except Exception:
-            log.exception("turn failed in chat %s", conversation.target.key)
+            log.exception("turn failed in chat %s", place.key)
             footer = "Internal error; the conversation is saved, try again."
         finally:
             typing.cancel()
             conversation.busy_since = None
         # Questions of this turn that were not answered (timed out, cancelled) say so first.
-        await self.approvals.expire_session(session.id)
+        await self.questions.expire_session(session.id)
+        reply = ""
         try:
-            await stream.finish(footer)
+            reply = await stream.finish(footer)
         except Exception:
-            log.exception("could not deliver the reply in chat %s", conversation.target.key)
+            log.exception("could not deliver the reply in chat %s", place.key)
+        if conversation.voice and reply:
+            await self._speak(platform, place, reply)
         self._watch_idle(conversation, session)
         await self._tell_idle(conversation, session)  # what ended during the turn's last step
+
+    async def _speak(self, platform: Platform, place: Place, reply: str) -> None:
+        """/voice on: the reply also goes as speech."""
+        from core.models import speech
+
+        try:
+            data, mime, name = await speech.synthesize(self._config, reply)
+            await platform.send_file(place, name, data, mime)
+        except speech.SpeechError as exc:
+            await platform.send(place, f"⚠️ No spoken reply: {exc}")
+        except Exception:
+            log.warning("could not send the spoken reply in %s", place.key, exc_info=True)
 
     # -- between turns ------------------------------------------------------------------------
 
@@ -407,7 +343,7 @@ class Conversations:
             if id(job) in self._watched or getattr(job, "ended", True) is not None:
                 continue
             self._watched.add(id(job))
-            watcher = asyncio.create_task(self._when_ended(job, conversation, session), name=f"watch-{conversation.target.key}")
+            watcher = asyncio.create_task(self._when_ended(job, conversation, session), name=f"watch-{conversation.place.key}")
             self._watchers.add(watcher)
             watcher.add_done_callback(self._watchers.discard)
 
@@ -418,7 +354,7 @@ class Conversations:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.debug("watching a background command in chat %s failed", conversation.target.key, exc_info=True)
+            log.debug("watching a background command in chat %s failed", conversation.place.key, exc_info=True)
         finally:
             self._watched.discard(id(job))
 
@@ -430,15 +366,16 @@ class Conversations:
         lines = [ended.notice for ended in take_ended(getattr(session.host, "jobs", {}), "user")]
         if session.mcp is not None:
             lines += [notice.text for notice in session.mcp.changes(session.extra_tools)]
+        platform = self.platform(conversation)
         for line in lines:
-            await send_text(self._bot, conversation.target, f"⚠️ {line}")
+            await platform.send(conversation.place, f"⚠️ {line}")
 
-    async def _typing(self, target: Target) -> None:
+    async def _typing(self, platform: Platform, place: Place) -> None:
         while True:
             try:
-                await self._bot.send_chat_action(action=ChatAction.TYPING, **target.kwargs())
-            except TelegramError:
-                pass
+                await platform.typing(place)
+            except Exception:
+                log.debug("typing indicator failed", exc_info=True)
             await asyncio.sleep(TYPING_EVERY)
 
     def stop(self, conversation: Conversation) -> bool:

@@ -1,23 +1,21 @@
-"""Chat commands: /new /sessions /resume /project /mode /model /cost /stop /undo /cron /whoami /help.
+"""Chat commands: /new /sessions /resume /project /mode /model /cost /stop /undo /cron /voice /link /whoami /help.
 
-Every command runs after the authorisation gate. Projects are chosen by name from the
-configured list, never by a path typed in chat.
+Every command runs after the authorisation gate, on every platform alike. Projects are chosen
+by name from the configured list, never by a path typed in chat.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from telegram import Update
-from telegram.ext import ContextTypes
 
 from core.policy.approvals import MODES
 from core.store.schedule import ScheduleError, fmt_time, parse_schedule
 from hermes_gateway.access import not_yours
-from hermes_gateway.telegram_io import Target, send_long
+from hermes_gateway.platform import Incoming, Place, send_long
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -25,7 +23,8 @@ if TYPE_CHECKING:
     from core.store.jobs import JobStore
     from hermes_gateway.access import SessionAccess
     from hermes_gateway.chats import Conversations
-    from hermes_gateway.parts import ChatBot, Projects
+    from hermes_gateway.parts import Projects
+    from hermes_gateway.platform import Platform
     from hermes_gateway.scheduler import Scheduler
 
 __all__ = ["COMMANDS", "Commands"]
@@ -41,9 +40,20 @@ COMMANDS = {
     "stop": "stop the reply in progress",
     "undo": "restore the files the last turn changed",
     "cron": "your scheduled jobs: /cron list | add SCHEDULE | PROMPT | pause|resume|remove|run|runs ID",
+    "voice": "spoken replies in this chat: /voice on|off",
+    "link": "follow your sessions across platforms: /link gives a code, /link CODE on another platform joins it",
     "whoami": "your user id, this chat, project and session",
     "help": "this list",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who sent a command: their identity on this platform and the person it belongs to."""
+
+    identity: str
+    person: str
+    name: str = ""
 
 
 class Commands:
@@ -52,7 +62,7 @@ class Commands:
     def __init__(
         self,
         config: Config,
-        chatbot: ChatBot,
+        platforms: dict[str, Platform],
         conversations: Conversations,
         access: SessionAccess,
         projects: Projects,
@@ -62,7 +72,7 @@ class Commands:
         timezone: str,
     ) -> None:
         self._config = config
-        self._chatbot = chatbot
+        self._platforms = platforms
         self._conversations = conversations
         self._access = access
         self._projects = projects
@@ -71,49 +81,53 @@ class Commands:
         self._scheduler = scheduler
         self._timezone = timezone
 
-    async def dispatch(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.effective_message
-        if message is None or not message.text:
-            return
-        word, _, rest = message.text.partition(" ")
+    async def dispatch(self, incoming: Incoming) -> None:
+        text = incoming.text.strip()
+        word, _, rest = text.partition(" ")
+        if "\n" in word:
+            word, _, more = word.partition("\n")
+            rest = f"{more} {rest}"
         name = word[1:].split("@", 1)[0].lower()
-        handler = getattr(self, f"cmd_{name}", None)
-        target = self._chatbot.target_of(message)
+        handler = getattr(self, f"cmd_{name}", None) if name.isidentifier() else None
+        target = incoming.place
         if handler is None:
             await self._say(target, f"Unknown command /{name}. Try /help.")
             return
-        await handler(update, target, rest.strip())
+        person = await self._gateway_store.person_of(incoming.sender.id)
+        await handler(Asker(incoming.sender.id, person, incoming.sender.name), target, rest.strip())
 
-    async def _say(self, target: Target, text: str) -> None:
-        await send_long(self._chatbot.bot, target, text)
+    async def _say(self, target: Place, text: str) -> None:
+        await send_long(self._platforms[target.platform], target, text)
 
-    async def cmd_help(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_help(self, update: Asker, target: Place, arg: str) -> None:
         lines = ["Send a message to talk to the agent. Commands:"]
         lines += [f"/{name} — {text}" for name, text in COMMANDS.items()]
         await self._say(target, "\n".join(lines))
 
-    async def cmd_start(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_start(self, update: Asker, target: Place, arg: str) -> None:
         await self.cmd_help(update, target, arg)
 
-    async def cmd_whoami(self, update: Update, target: Target, arg: str) -> None:
-        user = update.effective_user
+    async def cmd_whoami(self, update: Asker, target: Place, arg: str) -> None:
         conversation = await self._conversations.get(target)
         session = conversation.session.id if conversation.session else "(none yet)"
+        native = update.identity.partition(":")[2]
+        linked = f" (linked to {update.person})" if update.person != update.identity else ""
         await self._say(
             target,
-            f"User id: {user.id if user else '?'}\nChat: {target.chat_id}"
-            + (f" (topic {target.thread_id})" if target.thread_id else "")
-            + f"\nProject: {conversation.project}\nMode: {conversation.mode}\nSession: {session}",
+            f"User id: {native} ({update.identity}){linked}\nChat: {target.chat}"
+            + (f" ({'topic' if target.platform == 'telegram' else 'thread'} {target.thread})" if target.thread else "")
+            + f"\nProject: {conversation.project}\nMode: {conversation.mode}\nVoice replies: {'on' if conversation.voice else 'off'}"
+            + f"\nSession: {session}",
         )
 
-    async def cmd_new(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_new(self, update: Asker, target: Place, arg: str) -> None:
         conversation = await self._conversations.get(target)
         jobs = self._conversations.background_running(conversation)
         self._conversations.stop(conversation)
-        session = await self._conversations.new_session(conversation, _user_id(update))
+        session = await self._conversations.new_session(conversation, update.person)
         await self._say(target, f"New conversation in {conversation.project} ({session.id[:8]})." + _jobs_end(jobs))
 
-    async def cmd_project(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_project(self, update: Asker, target: Place, arg: str) -> None:
         conversation = await self._conversations.get(target)
         projects = self._projects.paths
         if not arg:
@@ -126,10 +140,10 @@ class Commands:
         conversation.project = arg
         jobs = self._conversations.background_running(conversation)
         self._conversations.stop(conversation)
-        await self._conversations.new_session(conversation, _user_id(update))
+        await self._conversations.new_session(conversation, update.person)
         await self._say(target, f"Now in project {arg} ({projects[arg]}); a new conversation starts." + _jobs_end(jobs))
 
-    async def cmd_mode(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_mode(self, update: Asker, target: Place, arg: str) -> None:
         conversation = await self._conversations.get(target)
         if not arg:
             await self._say(target, f"Mode: {conversation.mode}. Set with /mode {'|'.join(MODES)}.")
@@ -144,7 +158,7 @@ class Commands:
         await self._conversations.save(conversation)
         await self._say(target, f"Mode set to {arg}.")
 
-    async def cmd_model(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_model(self, update: Asker, target: Place, arg: str) -> None:
         """The chat's model, and a switch to another of a configured provider (kept with the session)."""
         from core.config import ConfigError
 
@@ -178,18 +192,18 @@ class Commands:
         if ref is None:
             await self._say(target, f"Which model? /model provider:model, one of:\n{listing}")
             return
-        if conversation.session is not None and not await self._access.may_continue(_user_id(update), conversation.session.id, target.key):
+        if conversation.session is not None and not await self._access.may_continue(update.person, conversation.session.id, target.key):
             await self._say(target, not_yours(conversation.session.id[:8]))
             return
         try:
-            session = await self._conversations.set_model(conversation, ref.label, _user_id(update))
+            session = await self._conversations.set_model(conversation, ref.label, update.person)
         except ConfigError as exc:
             await self._say(target, f"Cannot switch to {ref.label}: {exc}")
             return
         note = "" if ref.label in choices else " (not in the configured models lists, but its provider is configured)"
         await self._say(target, f"Model set to `{ref.label}` for this chat's session ({session.id[:8]}){note}.")
 
-    async def cmd_cost(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_cost(self, update: Asker, target: Place, arg: str) -> None:
         from core.models.pricing import PRICES_AS_OF, TABLE, price_for, price_hint
         from surface_support.usage import subagents_cost, token_lines
 
@@ -218,19 +232,19 @@ class Commands:
             lines.append(f"Price: ${price.input:g} in, ${price.output:g} out per million tokens ({source})")
         await self._say(target, "\n".join(lines))
 
-    async def cmd_stop(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_stop(self, update: Asker, target: Place, arg: str) -> None:
         conversation = await self._conversations.get(target)
         stopped = self._conversations.stop(conversation)
         await self._say(target, "Stopping…" if stopped else "Nothing is running.")
 
-    async def cmd_undo(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_undo(self, update: Asker, target: Place, arg: str) -> None:
         from core.host.checkpoints import Checkpoints
 
         conversation = await self._conversations.get(target)
         if conversation.session is None:
             await self._say(target, "Nothing to undo yet.")
             return
-        if not await self._access.may_continue(_user_id(update), conversation.session.id, target.key):
+        if not await self._access.may_continue(update.person, conversation.session.id, target.key):
             await self._say(target, not_yours(conversation.session.id[:8]))
             return
         checkpoints = Checkpoints()
@@ -240,13 +254,13 @@ class Commands:
         report = await checkpoints.undo_last(conversation.session.id)
         await self._say(target, report.summary())
 
-    async def cmd_sessions(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_sessions(self, update: Asker, target: Place, arg: str) -> None:
         access = self._access
-        user_id = _user_id(update)
+        user_id = update.person
         records = await access.visible(user_id, limit=10)
         hint = (
             ""
-            if self._config.gateway.owner is not None
+            if self._access.owners
             else ("\n(Sessions from the editor are listed only to the owner: set [gateway] owner to your user id in config.toml.)")
         )
         if not records:
@@ -262,7 +276,7 @@ class Commands:
             lines.append(f"`{record.id[:8]}` {when} [{record.surface}] {record.title or '(untitled)'} — {Path(record.cwd).name}")
         await self._say(target, "\n".join(lines) + hint)
 
-    async def cmd_resume(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_resume(self, update: Asker, target: Place, arg: str) -> None:
         if not arg:
             await self._say(target, "Which one? /resume ID (see /sessions).")
             return
@@ -270,7 +284,7 @@ class Commands:
         if not re.fullmatch(r"[0-9a-f]{1,32}", prefix):
             await self._say(target, "A session id is hexadecimal, as /sessions shows it: /resume ID.")
             return
-        user_id = _user_id(update)
+        user_id = update.person
         found = [r for r in await self._gateway_store.sessions_with_prefix(prefix) if self._projects.project_of(r.cwd) is not None]
         if self._access.is_owner(user_id):
             matches = found
@@ -299,13 +313,61 @@ class Commands:
         resumed = f"Resumed {record.title or record.id[:8]} ({len(session.history)} messages, from {record.surface})."
         await self._say(target, resumed + _jobs_end(jobs))
 
-    async def cmd_cron(self, update: Update, target: Target, arg: str) -> None:
+    async def cmd_voice(self, update: Asker, target: Place, arg: str) -> None:
+        """Spoken replies in this chat (each reply also sent as audio)."""
+        from core.models import speech
+
+        conversation = await self._conversations.get(target)
+        word = arg.split()[0].lower() if arg else ""
+        if word not in ("on", "off"):
+            state = "on" if conversation.voice else "off"
+            await self._say(target, f"Voice replies are {state}. /voice on|off. Voice notes you send are always transcribed.")
+            return
+        if word == "on" and not speech.speech_configured(self._config):
+            await self._say(target, "Spoken replies need text to speech: set [voice] tts_base_url in config.toml (see the README).")
+            return
+        conversation.voice = word == "on"
+        await self._say(target, "Voice replies on: each reply also comes as audio." if conversation.voice else "Voice replies off.")
+
+    async def cmd_link(self, update: Asker, target: Place, arg: str) -> None:
+        """Join this identity to the same person on another platform, so sessions and jobs follow."""
+        store = self._gateway_store
+        if not arg:
+            code, expires = await store.issue_link_code(update.identity)
+            minutes = max(1, int((expires - time.time()) // 60))
+            linked = await store.identities_of(update.person)
+            also = f"\nLinked now: {', '.join(linked)}" if len(linked) > 1 else ""
+            await self._say(
+                target,
+                f"Link code: `{code}` (valid {minutes} min, works once). On the other platform, send /link {code} "
+                f"to this bot: that identity then follows {update.person}.{also}\n/link off unlinks this identity.",
+            )
+            return
+        word = arg.split()[0]
+        if word.lower() == "off":
+            done = await store.unlink(update.identity)
+            await self._say(target, "Unlinked: this identity is on its own again." if done else "This identity is not linked.")
+            return
+        if update.identity in self._access.owners:
+            # An owner's identity joins only the owner's own: a code from anyone else would hand
+            # them the owner's sessions.
+            issuer = await store.link_code_person(word.upper())
+            if issuer is not None and issuer not in self._access.owners:
+                await self._say(target, "An owner's identity can be linked only to the owner's other identities. Nothing was changed.")
+                return
+        person = await store.redeem_link_code(word.upper(), update.identity)
+        if person is None:
+            await self._say(target, "No live link code matches (codes last 10 minutes and work once). Send /link on the other platform.")
+            return
+        await self._say(target, f"Linked: {update.identity} now follows {person}; its sessions and jobs are yours here too.")
+
+    async def cmd_cron(self, update: Asker, target: Place, arg: str) -> None:
         """Jobs belong to whoever made them; the owner ([gateway] owner) sees and controls all."""
         verb, _, rest = arg.partition(" ")
         verb, rest = verb.lower() or "list", rest.strip()
         jobs = self._jobs
-        user_id = update.effective_user.id if update.effective_user else -1
-        owner = self._config.gateway.owner
+        user_id = update.person
+        owner = self._access.owners
         if verb == "list":
             found = [job for job in await jobs.list_jobs() if job.controlled_by(user_id, owner)]
             if not found:
@@ -337,8 +399,7 @@ class Commands:
                 timezone=tz,
                 prompt=prompt.strip(),
                 project=self._projects.paths[conversation.project],
-                chat_id=target.chat_id,
-                thread_id=target.thread_id,
+                chat_key=target.key,
                 owner_id=user_id,
             )
             await self._say(target, f"Added job `{job.id}`: {schedule.describe()}; next {fmt_time(job.next_run_at, tz)}.")
@@ -348,7 +409,7 @@ class Commands:
             return
         await self._say(target, COMMANDS["cron"])
 
-    async def _job_action(self, verb: str, job_id: str, user_id: int, owner: int | None) -> str:
+    async def _job_action(self, verb: str, job_id: str, user_id: str, owner: frozenset[str]) -> str:
         jobs = self._jobs
         job = await jobs.get_job(job_id)
         if job is None:
@@ -368,10 +429,6 @@ class Commands:
             return f"Queued a run of {job_id}." if run else f"No job {job_id}."
         done = await jobs.set_paused(job_id, verb == "pause")
         return ("Paused." if verb == "pause" else "Resumed.") if done else f"No job {job_id}."
-
-
-def _user_id(update: Update) -> int | None:
-    return update.effective_user.id if update.effective_user else None
 
 
 def runs_text(job, runs) -> str:

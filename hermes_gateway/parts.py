@@ -1,16 +1,14 @@
-"""What the gateway's parts share: the configured projects and the bot as chats see it."""
+"""What the gateway's parts share: the configured projects."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from hermes_gateway.telegram_io import Target
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from core.store import SessionRecord, SessionStore
 
-__all__ = ["ChatBot", "Projects"]
+__all__ = ["Projects"]
 
 
 class Projects:
@@ -35,25 +33,3 @@ class Projects:
             if self.project_of(record.cwd) is not None and record.id not in found:
                 found[record.id] = record
         return sorted(found.values(), key=lambda r: r.updated_at, reverse=True)[:limit]
-
-
-class ChatBot:
-    """The Telegram bot as chats see it: its API client, its username once known, who a message addresses."""
-
-    def __init__(self, bot: Any) -> None:
-        self.bot = bot
-        self.username = ""
-
-    def target_of(self, message: Any) -> Target:
-        thread = message.message_thread_id if getattr(message, "is_topic_message", False) else None
-        return Target(message.chat.id, thread)
-
-    def addressed(self, message: Any) -> bool:
-        """In a group, the bot answers only when mentioned or replied to."""
-        if message.chat.type == "private":
-            return True
-        text = message.text or message.caption or ""
-        if self.username and f"@{self.username}".lower() in text.lower():
-            return True
-        reply = message.reply_to_message
-        return bool(reply and reply.from_user and reply.from_user.id == self.bot.id)

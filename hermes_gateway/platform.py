@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from hermes_gateway.render import split_markdown
+from hermes_gateway.render import number_chunks, split_markdown
 
 __all__ = [
     "Attachment",
@@ -32,6 +32,7 @@ __all__ = [
     "Press",
     "Sender",
     "identity",
+    "send_long",
     "split_identity",
 ]
 
@@ -205,6 +206,14 @@ class Platform(abc.ABC):
         edits (``limits.edits`` false) are never asked."""
         raise NotImplementedError(f"{self.name} cannot edit messages")
 
+    async def draft(self, place: Place, message_id: str | None, text: str) -> str:
+        """Show a reply being written: send it (``message_id`` None) or edit it; returns the message id.
+        Only called when ``limits.edits``; platforms may override to send drafts as plain text."""
+        if message_id is None:
+            return await self.send(place, text)
+        await self.edit(place, message_id, text)
+        return message_id
+
     async def send_file(self, place: Place, name: str, data: bytes, mime: str, caption: str = "") -> str:
         """Upload a file (a spoken reply, an export) to the place; returns the message id."""
         raise NotImplementedError(f"{self.name} cannot send files")
@@ -224,3 +233,17 @@ class Platform(abc.ABC):
         """The one-to-one chat with a user (remote approvals to the owner); None when the platform
         cannot open one."""
         return Place(self.name, native_user_id, None, direct=True)
+
+
+async def send_long(platform: Platform, place: Place, markdown: str, *, first_message_id: str | None = None) -> list[str]:
+    """Send ``markdown`` however long: split for the platform, numbered "(1/3)" when it takes more
+    than one message. With ``first_message_id`` (a streamed draft) the first chunk replaces it."""
+    chunks = number_chunks(platform.split(markdown)) or ["(empty reply)"]
+    ids: list[str] = []
+    for index, chunk in enumerate(chunks):
+        if index == 0 and first_message_id is not None and platform.limits.edits:
+            await platform.edit(place, first_message_id, chunk)
+            ids.append(first_message_id)
+            continue
+        ids.append(await platform.send(place, chunk))
+    return ids

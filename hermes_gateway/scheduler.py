@@ -7,8 +7,9 @@ default); nobody is there to answer approval questions, so they are denied. The 
 in the store and goes to each of the job's destinations: its chat (chunked), files (appended,
 one locked write per run) and webhooks (a JSON POST); failures are delivered too; a reply of
 ``[SILENT]`` delivers nothing. Each destination is retried with backoff on its own, tracked
-apart from the run's own status. Without a chat platform (``bot`` is None) the chat is
-recorded as skipped.
+apart from the run's own status. A chat destination is ``chat:<place key>``
+(``chat:discord:123:0``); when its platform is not running in this gateway the chat is recorded
+as skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
-from telegram.error import TelegramError
 
 from core.events import Decision, PermissionNeeded, TextDelta, TurnEnded
 from core.messages import UserMessage
@@ -35,13 +35,14 @@ from core.policy.approvals import as_mode
 from core.redaction import scrub
 from core.store.jobs import Destination
 from core.store.schedule import fmt_time
-from hermes_gateway.telegram_io import Target, send_long
+from hermes_gateway.platform import Place, send_long
 
 if TYPE_CHECKING:
     from core.agent.loop import Agent
     from core.config import Config
     from core.store.gateway import GatewayStore
     from core.store.jobs import JobRecord, JobStore, RunRecord
+    from hermes_gateway.platform import Platform
 
 __all__ = ["SILENT", "Scheduler", "append_result", "delivery_text", "file_text", "webhook_payload"]
 
@@ -61,10 +62,11 @@ _PREAMBLE = (
 class Scheduler:
     """Claims and runs cron jobs, and delivers their results, until stopped."""
 
-    def __init__(self, config: Config, agent: Agent, bot: Any | None, jobs: JobStore, gateway_store: GatewayStore) -> None:
+    def __init__(self, config: Config, agent: Agent, platforms: dict[str, Platform], jobs: JobStore, gateway_store: GatewayStore) -> None:
         self._config = config
         self._agent = agent
-        self._bot = bot
+        # The chat platforms of this gateway (empty: scheduler only); filled as they are built.
+        self._platforms = platforms
         self._jobs = jobs
         self._gateway_store = gateway_store
         self.owner = f"gateway-{uuid.uuid4().hex[:8]}"
@@ -177,9 +179,9 @@ class Scheduler:
             if job is None:
                 await jobs.delivery_skipped(run.id, "the job was removed; the result is kept in the store")
                 continue
-            targets = ([f"chat:{job.chat_id}"] if job.chat_id is not None else []) + [d.spec for d in job.destinations(cfg.deliver)]
+            targets = ([f"chat:{job.chat_key}"] if job.chat_key is not None else []) + [d.spec for d in job.destinations(cfg.deliver)]
             if not targets:
-                if self._bot is None:
+                if not self._platforms:
                     await jobs.delivery_skipped(run.id, NO_PLATFORM)
                 else:
                     await jobs.delivery_done(run.id)  # nowhere to send: the result stays in `cron runs`
@@ -206,12 +208,14 @@ class Scheduler:
     async def _deliver_to(self, job: JobRecord, run: RunRecord, target: str) -> Outcome:
         kind, _, value = target.partition(":")
         if kind == "chat":
-            if self._bot is None:
-                return "skipped", NO_PLATFORM
+            platform_name, chat, thread = Place.parse_key(value if value.count(":") >= 2 else f"telegram:{value}:0")
+            platform = self._platforms.get(platform_name)
+            if platform is None:
+                return "skipped", NO_PLATFORM if not self._platforms else f"{platform_name} is not running in this gateway"
             try:
-                await send_long(self._bot, Target(int(value), job.thread_id), delivery_text(job.name, job.id, run))
-            except (TelegramError, OSError) as exc:
-                return "failed", str(exc)
+                await send_long(platform, platform.place_for(chat, thread), delivery_text(job.name, job.id, run))
+            except Exception as exc:
+                return "failed", f"{type(exc).__name__}: {exc}"
             return "delivered", None
         if kind == "file":
             try:

@@ -204,8 +204,10 @@ class EmailPlatform(Platform):
         self._tls: ssl.SSLContext | None = None
         self._last_uid = 0
         self._uidvalidity: int | None = None
-        self._threads: dict[str, dict[str, Any]] = {}  # thread -> subject, refs, last (Message-IDs)
-        self._ids: dict[str, str] = {}  # Message-ID -> thread
+        # Per correspondent (keys "<address> <thread>" and "<address> <Message-ID>"), so that
+        # naming another person's Message-ID never joins, or reads, their thread.
+        self._threads: dict[str, dict[str, Any]] = {}  # -> subject, refs, last (Message-IDs)
+        self._ids: dict[str, str] = {}  # -> thread
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -418,8 +420,8 @@ class EmailPlatform(Platform):
         name = next((n for n, _ in getaddresses([str(message["From"])]) if n), "")
         subject = clean_subject(str(message["Subject"] or ""))
         own_id = str(message["Message-ID"] or "").strip() or None
-        thread, is_reply = self._thread_of(message, own_id, subject)
-        self._remember(thread, subject, own_id, references=message_ids(str(message["References"] or "")), received=True)
+        thread, is_reply = self._thread_of(message, sender, own_id, subject)
+        self._remember(sender, thread, subject, own_id, references=message_ids(str(message["References"] or "")), received=True)
         text = strip_quoted(body_text(message))
         if not is_reply and subject and not text.startswith("/"):
             text = f"{subject}\n\n{text}".strip()  # a new thread's subject says what it is about
@@ -436,21 +438,24 @@ class EmailPlatform(Platform):
             )
         )
 
-    def _thread_of(self, message: Message, own_id: str | None, subject: str) -> tuple[str, bool]:
+    def _thread_of(self, message: Message, sender: str, own_id: str | None, subject: str) -> tuple[str, bool]:
         """(thread, whether the message answers another): the thread of a message it refers to
         that we know, else the root of its References, else its own Message-ID, else its subject."""
         referred = message_ids(str(message["In-Reply-To"] or "")) + list(reversed(message_ids(str(message["References"] or ""))))
         for mid in referred:
-            if mid in self._ids:
-                return self._ids[mid], True
+            if (known := self._ids.get(f"{sender} {mid}")) is not None:
+                return known, True
         references = message_ids(str(message["References"] or ""))
         root = references[0] if references else (referred[0] if referred else own_id)
         if root:
             return thread_name(root), bool(referred)
         return thread_name("subject:" + subject.lower()), bool(SUBJECT_PREFIX.match(str(message["Subject"] or "")))
 
-    def _remember(self, thread: str, subject: str, mid: str | None, *, references: Sequence[str] = (), received: bool = False) -> None:
-        entry = self._threads.pop(thread, None) or {"subject": subject, "refs": [], "last": None}
+    def _remember(
+        self, chat: str, thread: str, subject: str, mid: str | None, *, references: Sequence[str] = (), received: bool = False
+    ) -> None:
+        key = f"{chat} {thread}"
+        entry = self._threads.pop(key, None) or {"subject": subject, "refs": [], "last": None}
         if subject and not entry.get("subject"):
             entry["subject"] = subject
         refs: list[str] = entry["refs"]
@@ -458,12 +463,12 @@ class EmailPlatform(Platform):
             if ref and ref not in refs:
                 refs.append(ref)
             if ref:
-                self._ids.pop(ref, None)
-                self._ids[ref] = thread
+                self._ids.pop(f"{chat} {ref}", None)
+                self._ids[f"{chat} {ref}"] = thread
         entry["refs"] = refs[:1] + refs[1:][-9:] if len(refs) > 10 else refs  # the root and the newest
         if received and mid:
             entry["last"] = mid
-        self._threads[thread] = entry  # newest last
+        self._threads[key] = entry  # newest last
         while len(self._threads) > _KEEP_THREADS:
             self._threads.pop(next(iter(self._threads)))
         while len(self._ids) > _KEEP_IDS:
@@ -494,7 +499,7 @@ class EmailPlatform(Platform):
 
     def _compose(self, place: Place, text: str) -> EmailMessage:
         s = self._settings
-        entry = self._threads.get(place.thread or "")
+        entry = self._threads.get(f"{place.chat} {place.thread}") if place.thread else None
         message = EmailMessage()
         message["From"] = formataddr(("Hermes", s.address))
         message["To"] = place.chat
@@ -555,9 +560,9 @@ class EmailPlatform(Platform):
                     f"cannot send through {where} ({_reason(exc)}); check [email] smtp_host, smtp_port and smtp_security"
                 ) from None
         mid = str(message["Message-ID"])
-        thread = place.thread if place.thread in self._threads else thread_name(mid)
+        thread = place.thread if place.thread and f"{place.chat} {place.thread}" in self._threads else thread_name(mid)
         subject = clean_subject(str(message["Subject"] or ""))
-        self._remember(thread, subject, mid)
+        self._remember(place.chat, thread, subject, mid)
         return mid
 
     # -- state ----------------------------------------------------------------------------

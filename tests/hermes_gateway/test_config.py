@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import ConfigError, load_config
-from hermes_gateway.app import GatewayError, check_config
+from hermes_gateway.app import Gateway, GatewayError, check_config
 
 TOKEN = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef1234"
 
@@ -31,8 +31,9 @@ def test_unknown_cron_setting_names_the_key(hermes_home):
 
 
 def test_gateway_refuses_to_start_without_what_it_needs(hermes_home, tmp_path):
+    (hermes_home / "config.toml").write_text("[cron]\nenabled = false\n")
     with pytest.raises(GatewayError, match="TELEGRAM_BOT_TOKEN"):
-        check_config(load_config(env={}))
+        Gateway(load_config(env={}))
     (hermes_home / "config.toml").write_text("[gateway]\nprojects = {}\n")
     with pytest.raises(GatewayError, match="projects"):
         check_config(load_config(env={"TELEGRAM_BOT_TOKEN": TOKEN}))

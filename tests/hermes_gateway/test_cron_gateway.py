@@ -27,7 +27,7 @@ def add_job(project, *, created: float, schedule: str = "every 1h", prompt: str 
                 timezone="UTC",
                 prompt=prompt,
                 project=str(project),
-                chat_id=OWNER,
+                chat_key=f"telegram:{OWNER}:0",
                 now=created,
             )
             return job.id

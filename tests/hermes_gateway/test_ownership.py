@@ -28,8 +28,8 @@ def _add_job(project, *, owner_id: int | None, name: str, chat_id: int) -> str:
                 timezone="UTC",
                 prompt=name,
                 project=str(project),
-                chat_id=chat_id,
-                owner_id=owner_id,
+                chat_key=f"telegram:{chat_id}:0",
+                owner_id=None if owner_id is None else f"telegram:{owner_id}",
             )
             return job.id
 

@@ -162,7 +162,7 @@ def _add_machine_job(project) -> str:
                 timezone="UTC",
                 prompt="report",
                 project=str(project),
-                chat_id=OWNER,
+                chat_key=f"telegram:{OWNER}:0",
             )
             return job.id
 
