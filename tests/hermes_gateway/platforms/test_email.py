@@ -105,6 +105,25 @@ async def test_a_reply_whose_client_dropped_references_still_joins_its_thread(ma
     assert answer.place.key == incoming.place.key and answer.text == "K7Q2"
 
 
+async def test_naming_another_persons_message_joins_nothing_of_theirs(mail, running):
+    platform, inbox = running
+    first = mail.receive(ADA, "private plans", subject="Secret project")
+    ada = await inbox.next()
+    await platform.send(ada.place, "noted")
+    await asyncio.to_thread(mail.wait_sent)
+    # Eve, copied on Ada's first message, replies to it.
+    mail.receive("eve@example.com", "what is this about?", subject="Re: x", in_reply_to=first.message_id, references=first.message_id)
+    eve = await inbox.next()
+    assert eve.place.chat == "eve@example.com" and eve.place.key != ada.place.key  # her own conversation
+    await platform.send(eve.place, "pairing code for you")
+    to_eve = await asyncio.to_thread(mail.wait_sent, lambda m: m.rcpt_tos == ["eve@example.com"])
+    assert "Secret project" not in str(to_eve.message) and to_eve.subject == "Re: x"
+    # Ada's thread still answers Ada's latest message, not Eve's.
+    await platform.send(ada.place, "more")
+    to_ada = await asyncio.to_thread(mail.wait_sent, lambda m: m.rcpt_tos == [ADA] and m.text.startswith("more"))
+    assert to_ada.subject == "Re: Secret project" and to_ada.header("In-Reply-To") == first.message_id
+
+
 async def test_quoted_codes_and_signatures_are_not_handed_over(mail, running):
     _, inbox = running
     body = (
