@@ -18,8 +18,8 @@ password. Matrix's quirks, and what this adapter makes of them:
 - Matrix has no buttons. A question lists its replies by number (the conversation layer writes
   them); the bot also reacts to its own question with 1️⃣ 2️⃣ 3️⃣ so a person can answer with one
   click, and a reaction with one of those keys by anyone becomes a ``Press`` (the conversation
-  layer checks who it was). ``Press.answer`` is a notice in the room that mentions the presser:
-  Matrix cannot show anything to one member of a room alone.
+  layer checks who it was). A refusal (``Press.answer`` with ``alert``) is a notice in the room
+  that mentions the presser: Matrix cannot show anything to one member of a room alone.
 - Commands are messages that start with "/". Element treats a leading "/" as its own command:
   type "//new" there (Element sends "/new"), or confirm "Send as message".
 - End-to-end encrypted rooms are read and answered with ``[matrix] encryption = true`` (Olm and
@@ -123,10 +123,12 @@ class MatrixError(Exception):
 
 @dataclass
 class _Question:
-    """A message sent with buttons: each keycap reaction stands for one of them."""
+    """A message sent with buttons: each number (typed by the conversation layer, reacted as a keycap)
+    stands for one of them."""
 
-    place: Place
-    data: dict[str, str]  # keycap -> button data
+    place: Place  # as the question was sent (a press is bound to it)
+    room_id: str
+    data: dict[int, str]  # number -> button data
     reactions: list[str] = field(default_factory=list)  # the bot's own reaction events
 
 
@@ -539,14 +541,16 @@ class MatrixPlatform(Platform):
     async def _on_reaction(self, room: MatrixRoom, event: ReactionEvent) -> None:
         question = self._questions.get(event.reacts_to)
         number = keycap_number(event.key)
-        if question is None or number is None or number > len(question.data):
+        if question is None or number is None or number not in question.data:
             return
-        data = list(question.data.values())[number - 1]
+        data = question.data[number]
         sender = event.sender
         name = room.user_name(sender) or sender
 
         async def answer(text: str, alert: bool) -> None:
-            if not text:
+            # A refusal is said in the room (nothing can be shown to one member alone); an accepted
+            # answer shows itself: the question is updated and its reactions taken back.
+            if not text or not alert:
                 return
             content = message_content(f"{name}: {text}", "m.notice")
             content["m.mentions"] = {"user_ids": [sender]}
@@ -678,7 +682,7 @@ class MatrixPlatform(Platform):
             self._thread_last[(room_id, place.thread)] = event_id
         self._stop_typing(room_id)
         if buttons:
-            await self._offer(Place(self.name, room_id, place.thread, place.direct), event_id, buttons)
+            await self._offer(place, room_id, event_id, markdown, buttons)
         return event_id
 
     async def edit(self, place: Place, message_id: str, markdown: str, *, buttons: list[Button] | None = None) -> None:
@@ -690,27 +694,30 @@ class MatrixPlatform(Platform):
         self._last_edit[message_id] = time.monotonic()
         question = self._questions.get(message_id)
         if question is not None and [b.data for b in buttons or []] != list(question.data.values()):
-            await self._withdraw(room_id, message_id, question)
+            await self._withdraw(message_id, question)
             if buttons:
-                await self._offer(question.place, message_id, buttons)
+                await self._offer(question.place, room_id, message_id, markdown, buttons)
 
-    async def _offer(self, place: Place, event_id: str, buttons: list[Button]) -> None:
-        """Remember a question's buttons and react with their numbers, for one-click answers."""
-        question = _Question(place, {key: b.data for key, b in zip(KEYCAPS, buttons, strict=False)})
+    async def _offer(self, place: Place, room_id: str, event_id: str, markdown: str, buttons: list[Button]) -> None:
+        """Remember a question's buttons by the numbers its text gives them, and react with those
+        numbers (1️⃣ …) for one-click answers."""
+        numbers = _numbers(markdown, buttons)
+        question = _Question(place, room_id, dict(zip(numbers, (b.data for b in buttons), strict=True)))
         self._questions[event_id] = question
         while len(self._questions) > _REMEMBERED:
             self._questions.popitem(last=False)
-        for key in question.data:
-            reaction = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+        for number in numbers if max(numbers) <= len(KEYCAPS) else []:  # no keycap past 🔟: typed replies only
+            reaction = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": KEYCAPS[number - 1]}}
             try:
-                question.reactions.append(await self._send_content(place.chat, "m.reaction", reaction))
+                question.reactions.append(await self._send_content(room_id, "m.reaction", reaction))
             except MatrixError:
-                log.warning("could not add the %s reaction to a question in Matrix room %s", key, place.chat, exc_info=True)
+                log.warning("could not react with %d to a question in Matrix room %s", number, room_id, exc_info=True)
 
-    async def _withdraw(self, room_id: str, event_id: str, question: _Question) -> None:
+    async def _withdraw(self, event_id: str, question: _Question) -> None:
         """A question answered (its buttons removed): its number reactions go, presses no longer count."""
         self._questions.pop(event_id, None)
         client = self._require_client()
+        room_id = question.room_id
         for reaction in question.reactions:
             response = await client.room_redact(room_id, reaction, tx_id=uuid.uuid4().hex)
             if isinstance(response, ErrorResponse):
@@ -751,6 +758,17 @@ class MatrixPlatform(Platform):
         if room_id in self._typing and self._client is not None:
             self._typing.discard(room_id)
             self._spawn(self._client.room_typing(room_id, False))
+
+
+def _numbers(markdown: str, buttons: list[Button]) -> list[int]:
+    """The number a question's text gives each choice ("Reply 4 — Allow once"), else 1, 2, 3 …"""
+    found: list[int] = []
+    for button in buttons:
+        matches = re.findall(rf"(?<!\d)(\d{{1,3}})[^\n\d]{{0,8}}{re.escape(button.label)}", markdown)
+        found.append(int(matches[-1]) if matches else 0)
+    if 0 in found or len(set(found)) != len(found):
+        return list(range(1, len(buttons) + 1))
+    return found
 
 
 def _homeserver_url(section: MatrixConfig) -> str:

@@ -443,7 +443,10 @@ async def test_buttons_become_number_reactions_and_a_reaction_is_a_press(fake, c
     assert notice["msgtype"] == "m.notice" and notice["body"] == "Bob: Only the person who asked for this can answer it."
     assert notice["m.mentions"] == {"user_ids": [BOB]} and notice["m.relates_to"] == {"m.in_reply_to": {"event_id": question}}
     fake.react(room, ADA, question, "3")  # a digit typed as the reaction counts too
-    assert (await events.next_press()).data == "ap|7f3a|d"
+    accepted = await events.next_press()
+    assert accepted.data == "ap|7f3a|d"
+    await accepted.answer("Denied", False)  # shows itself: the question is edited, nothing more is said
+    assert len(fake.sent(room)) == 2
     await platform.edit(place, question, "Run `make deploy`? Denied.", buttons=None)
     redacted = {e["redacts"] for e in fake.events(room, sender=fake.bot, kind="m.room.redaction")}
     assert redacted == {r["event_id"] for r in reactions}
@@ -451,6 +454,19 @@ async def test_buttons_become_number_reactions_and_a_reaction_is_a_press(fake, c
     fake.say(room, ADA, "done?", mention_bot=True)
     await events.next_message()
     assert events.presses.empty()  # an answered question takes no more presses
+
+
+async def test_reactions_follow_the_numbers_the_question_gives(fake, connected):
+    platform, events = connected
+    room = fake.dm(ADA)
+    text = "🔐 Approval needed: Run `sleep 5`\n\nReply 4 — Allow once\nReply 5 — Deny"
+    question = await platform.send(Place("matrix", room, None, True), text, buttons=[CHOICES[0], CHOICES[2]])
+    keys = [r["content"]["m.relates_to"]["key"] for r in fake.events(room, sender=fake.bot, kind="m.reaction")]
+    assert keys == ["4\ufe0f\u20e3", "5\ufe0f\u20e3"]
+    fake.react(room, ADA, question, KEYCAPS[0])  # 1 is not one of this question's numbers
+    fake.react(room, ADA, question, "5\ufe0f\u20e3")
+    assert (await events.next_press()).data == "ap|7f3a|d"
+    assert events.presses.empty()
 
 
 async def test_send_file_uploads_then_sends_the_right_message_type(fake, connected):
