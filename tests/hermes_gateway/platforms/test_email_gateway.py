@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.email_server import FakeMail, SentMail
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.fakes.speech_server import FakeSpeech, spoken_wav
-from tests.hermes_gateway.platform_harness import GatewayProcess, cli, start_gateway
+from tests.hermes_gateway.platform_harness import GatewayProcess, cli, gateway_status, start_gateway, wait_until
 
 ADA = "ada@example.org"  # the owner
 BOB = "bob@example.net"  # allowed too
@@ -145,3 +145,26 @@ def test_an_audio_attachment_is_a_voice_note_transcribed_and_answered(hermes_hom
     [upload] = speech.uploads
     assert upload.data == memo and upload.filename == "memo.wav"
     assert "What does the build script do?" in str(model.requests[0]["messages"][-1]["content"])
+
+
+def test_a_refused_password_keeps_the_gateway_running_and_says_why(hermes_home, project, mail):
+    wrong = "not-the-password-0000"
+    section = mail.section(password=None, allowed_users=[ADA], owner=ADA)
+    with (
+        ScriptedOpenAIServer([]) as model,
+        start_gateway(hermes_home, project, section, model=model, env={"EMAIL_PASSWORD": wrong}) as gateway,
+    ):
+
+        def refused() -> dict:
+            state = (gateway_status(hermes_home).get("platforms") or {}).get("email") or {}
+            return state if state.get("state") == "retrying" and state.get("error") else {}
+
+        state = wait_until(refused, 30, "email to be retrying")
+        assert f"refused the login for {mail.address}" in state["error"] and "EMAIL_PASSWORD" in state["error"]
+        shown = cli(hermes_home, "gateway", "status").stdout
+        assert "email: retrying" in shown and "refused the login" in shown and wrong not in shown
+        code, err = gateway.stop()
+    assert code == 0 and mail.imap.logins and not any(ok for _, ok in mail.imap.logins)
+    logs = "".join(p.read_text() for p in (hermes_home / "logs").glob("*.log"))
+    statuses = "".join(p.read_text() for p in (hermes_home / "gateway").glob("*.json"))
+    assert wrong not in logs + statuses + err
