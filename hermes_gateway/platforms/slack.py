@@ -465,6 +465,15 @@ class SlackPlatform(Platform):
         await self._pace(channel, message_id)
         await self._post("chat.update", markdown, buttons, {"channel": channel, "ts": message_id}, update=True)
 
+    async def draft(self, place: Place, message_id: str | None, text: str) -> str:
+        """A reply being written shows its newest words: when the mrkdwn outgrows ``limits.text``
+        (escapes, links), the start is dropped rather than the end."""
+        rendered = len(to_mrkdwn(text))
+        if rendered > self.limits.text:
+            keep = max(0, int(len(text) * self.limits.text / rendered) - 64)
+            text = "\u2026" + text[len(text) - keep :]
+        return await super().draft(place, message_id, text)
+
     async def send_file(self, place: Place, name: str, data: bytes, mime: str, caption: str = "") -> str:
         """Upload with ``files_upload_v2`` (Slack works out the type itself); returns the file id."""
         client = self._require_client()

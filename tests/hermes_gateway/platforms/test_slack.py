@@ -286,6 +286,18 @@ async def test_buttons_are_block_kit_buttons_and_an_edit_without_buttons_removes
     assert fake.buttons(message) == [] and message["blocks"] == []
 
 
+async def test_a_draft_too_long_once_rendered_keeps_its_newest_words(fake, slack):
+    platform, events = slack
+    place = platform.place_for("C0GENERAL", "1700000000.000400")
+    tail = "& the newest words"
+    ts = await platform.draft(place, None, "Tom & Jerry " * 340 + tail)  # 4,100 characters as mrkdwn
+    first = fake.sent("C0GENERAL")[0]
+    assert first["ts"] == ts and len(first["text"]) <= platform.limits.text
+    assert first["text"].endswith("&amp; the newest words")
+    assert await platform.draft(place, ts, "short now") == ts
+    assert fake.sent("C0GENERAL")[0]["text"] == "short now"
+
+
 async def test_a_press_becomes_a_press_whose_answer_only_the_presser_sees(fake, slack):
     platform, events = slack
     mention = fake.mention(ADA, "deploy")
