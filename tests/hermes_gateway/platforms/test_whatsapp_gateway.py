@@ -16,13 +16,14 @@ import socket
 import pytest
 
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.fakes.speech_server import FakeSpeech, ogg_opus
+from tests.fakes.speech_server import FakeSpeech, spoken_ogg
 from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.hermes_gateway.platform_harness import GatewayProcess, cli, gateway_status, start_gateway, wait_until
 
 ADA = "4915112345678"  # the owner
 BOB = "4917698765432"  # allowed too
 EVE = "4915550001111"  # a stranger
+VOICE_KEY = "gsk-voice-key-not-real-0123456789"
 
 
 @pytest.fixture
@@ -172,18 +173,23 @@ def test_an_upload_reaches_the_model(hermes_home, project, whatsapp):
     assert any(p.get("type") == "image_url" and base64.b64encode(photo).decode() in p["image_url"]["url"] for p in parts)
 
 
-def test_a_voice_note_is_transcribed_and_answered(hermes_home, project, whatsapp):
-    note = ogg_opus(1.5)  # WhatsApp voice notes are Ogg/Opus
-    with FakeSpeech() as speech, ScriptedOpenAIServer([{"text": "The build script compiles the docs."}]) as model:
+def test_a_voice_note_is_transcribed_and_voice_on_answers_with_audio(hermes_home, project, whatsapp):
+    note = spoken_ogg("What does the build script do?")  # WhatsApp records voice notes as Ogg/Opus
+    with FakeSpeech() as speech, ScriptedOpenAIServer([{"text": "The build script **compiles** the docs."}]) as model:
         speech.expect(note, "What does the build script do?")
-        voice = f'[voice]\nstt_base_url = "{speech.base_url}"\nstt_api_key = "gsk-voice-key-not-real-0123456789"\n'
+        voice = f'[voice]\nstt_base_url = "{speech.base_url}"\ntts_base_url = "{speech.base_url}"\nstt_api_key = "{VOICE_KEY}"\n'
         with run(hermes_home, project, whatsapp, model, extra=voice):
+            say(whatsapp, ADA, "/voice on")
+            whatsapp.wait_text(ADA, "Voice replies on")
             assert whatsapp.post(whatsapp.media(ADA, "audio", note, "audio/ogg; codecs=opus", voice=True)) == 200
             whatsapp.wait_text(ADA, "🎤 What does the build script do?")
-            whatsapp.wait_text(ADA, "The build script compiles the docs.")
+            whatsapp.wait_text(ADA, "The build script *compiles* the docs.")
+            spoken = whatsapp.wait_for(lambda: next((m for m in whatsapp.sent(ADA) if m["type"] == "audio"), None), 30, "the spoken reply")
     [upload] = speech.uploads
     assert upload.data == note and upload.filename.endswith(".ogg")
     assert "What does the build script do?" in str(model.requests[0]["messages"][-1]["content"])
+    [sent_audio] = whatsapp.uploads
+    assert sent_audio["mime"] == "audio/ogg" and sent_audio["data"] == speech.made[0] and spoken["audio"] == {"id": sent_audio["id"]}
 
 
 def test_a_cron_job_made_in_the_chat_delivers_to_it(hermes_home, project, whatsapp):
