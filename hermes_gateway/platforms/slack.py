@@ -247,7 +247,7 @@ class SlackPlatform(Platform):
                 raise PlatformDown(f"Slack rejected [slack] {key} ({error}): set {what}", retry_after=300.0) from None
             if error == "not_allowed_token_type":
                 raise PlatformDown(f"[slack] {key} is the wrong kind of token: set {what}", retry_after=300.0) from None
-            raise PlatformDown(f"Slack refused the check of [slack] {key} ({error})") from None
+            raise PlatformDown(f"Slack refused the check of [slack] {key} ({error}): check the app at https://api.slack.com/apps") from None
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             where = urlsplit(self._base_url)
             raise PlatformDown(
@@ -279,7 +279,9 @@ class SlackPlatform(Platform):
             connected = False
         if not connected:
             await self.stop()
-            raise PlatformDown(f"Slack's Socket Mode websocket did not connect within {CONNECT_TIMEOUT:.0f} s; retrying")
+            raise PlatformDown(
+                f"Slack's Socket Mode websocket did not connect within {CONNECT_TIMEOUT:.0f} s: check the network (a proxy must let websockets through)"
+            )
 
     async def _listen(self, app: AsyncApp) -> None:
         async def handle(request: web.Request) -> web.Response:
