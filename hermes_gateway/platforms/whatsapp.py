@@ -77,7 +77,9 @@ __all__ = ["GRAPH_API", "WhatsAppAPIError", "WhatsAppPlatform", "signature_valid
 
 log = logging.getLogger(__name__)
 
-GRAPH_API = "https://graph.facebook.com/v21.0"
+# The newest Graph API version (July 2026; each is served for at least two years). ``[whatsapp]
+# api_base_url`` pins another.
+GRAPH_API = "https://graph.facebook.com/v26.0"
 LIMIT = 4096  # characters in a text message's body
 _BODY_LIMIT = 1024  # an interactive message's body
 _BUTTONS = 3  # reply buttons on one message

@@ -1,6 +1,6 @@
 """A fake WhatsApp Cloud API (the Graph API) on 127.0.0.1, and Meta's side of the webhook.
 
-Real HTTP (``ThreadingHTTPServer``) under ``/v21.0``, with the Graph API's JSON shapes:
+Real HTTP (``ThreadingHTTPServer``) under ``/v26.0``, with the Graph API's JSON shapes:
 
 - ``GET /{phone_number_id}`` (``verified_name``, ``display_phone_number``);
 - ``POST /{phone_number_id}/messages``: text, interactive (reply buttons, lists), media by id,
@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["FakeWhatsApp", "sign"]
 
-VERSION = "v21.0"
+VERSION = "v26.0"
 
 
 def sign(app_secret: str, body: bytes) -> str:

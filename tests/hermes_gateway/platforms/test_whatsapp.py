@@ -105,7 +105,7 @@ async def test_start_checks_the_number_and_names_the_account(fake, connected):
     platform, _ = connected
     assert platform.account == "Hermes Test"
     method, path, query = fake.calls[0]
-    assert (method, path) == ("GET", f"/v21.0/{fake.phone_number_id}") and "verified_name" in query["fields"]
+    assert (method, path) == ("GET", f"/v26.0/{fake.phone_number_id}") and "verified_name" in query["fields"]
     assert platform.limits.text == 4096 and not platform.limits.edits and platform.limits.buttons
 
 
@@ -121,8 +121,8 @@ async def test_a_rejected_token_is_platform_down_without_the_token(fake):
 
 async def test_an_unreachable_api_is_platform_down(fake):
     closed = free_port()
-    platform = WhatsAppPlatform(whatsapp_config(fake, free_port(), api_base_url=f"http://127.0.0.1:{closed}/v21.0"))
-    with pytest.raises(PlatformDown, match=r"cannot reach the WhatsApp Cloud API at http://127.0.0.1:\d+/v21.0"):
+    platform = WhatsAppPlatform(whatsapp_config(fake, free_port(), api_base_url=f"http://127.0.0.1:{closed}/v26.0"))
+    with pytest.raises(PlatformDown, match=r"cannot reach the WhatsApp Cloud API at http://127.0.0.1:\d+/v26.0"):
         await platform.start(Recorder())
 
 
@@ -353,7 +353,7 @@ async def test_an_attachment_is_fetched_only_when_asked(fake, connected):
         and attachment.name.endswith(".jpg")
         and not attachment.voice
     )
-    downloads = [c for c in fake.calls if c[0] == "GET" and c[1] != f"/v21.0/{fake.phone_number_id}"]
+    downloads = [c for c in fake.calls if c[0] == "GET" and c[1] != f"/v26.0/{fake.phone_number_id}"]
     assert downloads == []  # nothing fetched before fetch()
     assert await attachment.fetch() == photo
 

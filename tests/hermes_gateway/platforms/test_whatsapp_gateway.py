@@ -102,6 +102,8 @@ def test_pairing_and_the_authorisation_matrix(hermes_home, project, whatsapp):
 def test_unsigned_events_are_refused_by_the_running_gateway(hermes_home, project, whatsapp):
     with ScriptedOpenAIServer([{"text": "should never be asked"}]) as model, run(hermes_home, project, whatsapp, model):
         assert gateway_status(hermes_home)["platforms"]["whatsapp"]["account"] == "Hermes Test"
+        shown = cli(hermes_home, "gateway", "status").stdout
+        assert "running" in shown and "whatsapp Hermes Test" in shown
         assert whatsapp.verify() == (200, "1158201444")
         assert whatsapp.verify(token="guess")[0] == 403
         assert whatsapp.post(whatsapp.text(ADA, "forged as the owner"), signature=None) == 401
