@@ -96,7 +96,7 @@ from hermes_gateway.platforms.matrix_content import (
     thread_relation,
 )
 
-__all__ = ["ENCRYPTION_NOTICE", "LIMIT", "MatrixError", "MatrixPlatform", "matrix_html"]
+__all__ = ["ENCRYPTION_NOTICE", "LIMIT", "UNDECRYPTABLE_NOTICE", "MatrixError", "MatrixPlatform", "matrix_html"]
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +283,18 @@ class MatrixPlatform(Platform):
                 if isinstance(response, ErrorResponse):
                     log.warning("Matrix key exchange failed: %s %s", response.status_code, response.message)
         await client.send_to_device_messages()
+
+    async def stop_receiving(self) -> None:
+        """No new messages (the first step of a graceful shutdown); sending still works."""
+        task, self._sync_task = self._sync_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        while not self._inbox.empty():  # arrived, not yet handled: left for after the restart
+            self._inbox.get_nowait()
 
     async def stop(self) -> None:
         tasks = [t for t in (self._sync_task, self._dispatch_task, *self._tasks) if t is not None and not t.done()]

@@ -154,6 +154,19 @@ def test_a_section_that_cannot_work_names_the_key():
         MatrixPlatform(Config(matrix=MatrixConfig(user_id="@h:m.org", access_token="x")))
 
 
+async def test_stop_receiving_ends_new_messages_but_sending_still_works(fake, connected):
+    platform, events = connected
+    room = fake.dm(ADA)
+    fake.say(room, ADA, "before")
+    assert (await events.next_message()).text == "before"
+    await platform.stop_receiving()
+    syncs = sum(1 for _, path in fake.calls if path.endswith("/sync"))
+    fake.say(room, ADA, "after")
+    await platform.send(Place("matrix", room, None, True), "finishing the turn in flight")
+    assert fake.texts(room) == ["finishing the turn in flight"]
+    assert sum(1 for _, path in fake.calls if path.endswith("/sync")) == syncs and events.messages.empty()
+
+
 async def test_stop_is_idempotent_and_safe_before_start(fake):
     platform = MatrixPlatform(settings(fake))
     await platform.stop()

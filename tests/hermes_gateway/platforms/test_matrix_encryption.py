@@ -14,7 +14,7 @@ from nio.crypto import decrypt_attachment
 
 from core.config import Config, MatrixConfig
 from hermes_gateway.platform import Place
-from hermes_gateway.platforms.matrix import MatrixPlatform
+from hermes_gateway.platforms.matrix import UNDECRYPTABLE_NOTICE, MatrixPlatform
 from tests.fakes.matrix_server import FakeMatrix
 from tests.hermes_gateway.platforms.test_matrix import ADA, WAIT, Recorder
 
@@ -140,5 +140,31 @@ async def test_encrypted_files_both_ways_and_keys_survive_a_restart(fake, tmp_pa
             await ada.send(room, {"msgtype": "m.text", "body": "still there?"})
             assert (await events.next_message()).text == "still there?"
             assert len(fake.device_keys[fake.bot]) == 1  # one device, not a new one per start
+    finally:
+        await platform.stop()
+
+
+async def test_a_message_the_bot_has_no_key_for_is_said_once(fake, tmp_path):
+    room = fake.create_room(ADA, [ADA], direct=True, encrypted=True)
+    platform = MatrixPlatform(encrypted_settings(fake))
+    events = Recorder()
+    await platform.start(events)
+    try:
+        async with Person(fake, ADA, "ada-password", tmp_path / "ada") as ada:
+            await ada.until(lambda: ada.client.olm.tracked_users, "the bot's keys")
+            without_key = {  # a session whose key never reached the bot (a client that shares keys only with verified devices)
+                "algorithm": "m.megolm.v1.aes-sha2",
+                "ciphertext": "AwgAEnACgAkLmt6qF84IK++J7UDH2Za1YVchHyprqTqsg2yyOwAtHaZTwyNg37afzg8f3r9IsN9r4RNFg7MaZencUJe4qvELiDi",
+                "device_id": ada.client.device_id,
+                "sender_key": "IlRMeOPX2e0MurIyfWEucYBRVOEEUMrOHqn/8mLqMjA",
+                "session_id": "X3lUlvLELLYxeTx4yOVu6UDpasGEVO0Jbu+QFnm0cKQ",
+            }
+            fake.send_event(room, ADA, "m.room.encrypted", without_key)
+            fake.send_event(room, ADA, "m.room.encrypted", without_key)
+            notice = await ada.until(lambda: next((e for e in ada.seen if e.sender == fake.bot), None), "the bot's notice")
+            assert notice.body == UNDECRYPTABLE_NOTICE and notice.source["content"]["msgtype"] == "m.notice"
+            await ada.send(room, {"msgtype": "m.text", "body": "and now?"})
+            assert (await events.next_message()).text == "and now?"  # nothing of the undecryptable two came through
+            assert len(fake.events(room, sender=fake.bot, kind="m.room.encrypted")) == 1  # said once
     finally:
         await platform.stop()
