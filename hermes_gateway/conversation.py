@@ -160,24 +160,27 @@ class Router:
         notes: list[str] = []
         images: list[tuple[str, str]] = []
         spoken: list[str] = []
+        unheard: list[str] = []
         for attachment in incoming.attachments:
             try:
                 if attachment.voice:
                     said = await self._transcribe(attachment)
-                    if said:
-                        spoken.append(said)
-                        await platform.send(place, f"🎤 {said}")
-                    else:
-                        notes.append("(A voice note came with no words in it.)")
+                    spoken.append(said)
+                    await platform.send(place, f"🎤 {said}")
                     continue
                 await self._attachment(attachment, place, notes, images)
             except _Unheard as exc:
-                await platform.send(place, f"⚠️ {exc}")
-                notes.append(f"(A voice note could not be transcribed: {exc})")
+                unheard.append(str(exc))
             except Exception as exc:
                 log.warning("could not fetch an attachment: %s", exc)
                 notes.append(f"(An attachment could not be downloaded: {type(exc).__name__}.)")
         body = "\n\n".join([t for t in [incoming.text.strip(), *spoken, *notes] if t])
+        if unheard:
+            # Nothing is guessed: a voice note alone that could not be heard starts no turn.
+            alone = "" if body or images else " Nothing was sent to the agent: try again, or type it."
+            await platform.send(place, f"⚠️ The voice note could not be transcribed: {unheard[0]}{alone}")
+            if body or images:
+                body += f"\n\n(A voice note came too, but it could not be transcribed: {unheard[0]})"
         if not body and not images:
             return
         parts: list[Any] = [TextPart(text=body or "(see the attached image)")]
@@ -193,7 +196,10 @@ class Router:
             raise _Unheard("speech to text is not configured: set [voice] stt_base_url in config.toml (see the README).")
         data = await attachment.fetch()
         try:
-            return (await speech.transcribe(self._config, data, filename=attachment.name, mime=attachment.mime or "audio/ogg")).strip()
+            said = await speech.transcribe(self._config, data, filename=attachment.name, mime=attachment.mime or "audio/ogg")
+            if not said.strip():
+                raise _Unheard("no speech was recognised in it.")
+            return said.strip()
         except speech.SpeechError as exc:
             raise _Unheard(str(exc)) from exc
 
