@@ -39,7 +39,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -67,8 +66,7 @@ from nio import (  # type: ignore[import-untyped]
 )
 from nio.crypto import ENCRYPTION_ENABLED, decrypt_attachment  # type: ignore[import-untyped]
 
-from core.config import Config, MatrixConfig, home
-from core.locked_json import locked_json
+from core.config import Config
 from core.redaction import add_secrets, scrub
 from hermes_gateway.platform import (
     Attachment,
@@ -78,7 +76,6 @@ from hermes_gateway.platform import (
     Limits,
     Place,
     Platform,
-    PlatformConfigError,
     PlatformDown,
     Press,
     Sender,
@@ -87,6 +84,7 @@ from hermes_gateway.platform import (
 from hermes_gateway.platforms.matrix_content import (
     KEYCAPS,
     LIMIT,
+    choice_numbers,
     edit_content,
     fit,
     keycap_number,
@@ -95,6 +93,7 @@ from hermes_gateway.platforms.matrix_content import (
     strip_reply_fallback,
     thread_relation,
 )
+from hermes_gateway.platforms.matrix_setup import check_section, crypto_store, remember_device, remembered_device
 
 __all__ = ["ENCRYPTION_NOTICE", "LIMIT", "UNDECRYPTABLE_NOTICE", "MatrixError", "MatrixPlatform", "matrix_html"]
 
@@ -153,17 +152,7 @@ class MatrixPlatform(Platform):
         super().__init__()
         section = config.matrix
         self._section = section
-        self._url = _homeserver_url(section)
-        self._user_id = _user_id(section)
-        if section.access_token is None and section.password is None:
-            raise PlatformConfigError(
-                "[matrix] needs the bot's credentials: set access_token (or the MATRIX_ACCESS_TOKEN variable), or password"
-            )
-        if section.encryption and not ENCRYPTION_ENABLED:
-            raise PlatformConfigError(
-                "[matrix] encryption = true needs matrix-nio's end-to-end support: install it with "
-                "pip install 'matrix-nio[e2e]', or set encryption = false"
-            )
+        self._url, self._user_id = check_section(section, encryption_available=ENCRYPTION_ENABLED)
         self._trusted = {_native(u) for u in [*section.allowed_users, section.owner or ""] if u}
         self.limits = Limits(text=LIMIT, edit_interval=section.edit_interval, edits=True, buttons=False, numbered_replies=True)
         self._client: AsyncClient | None = None
@@ -192,7 +181,7 @@ class MatrixPlatform(Platform):
             return
         self._events = events
         encryption = self._section.encryption
-        store = _crypto_store() if encryption else ""
+        store = crypto_store() if encryption else ""
         client = AsyncClient(
             self._url,
             self._user_id,
@@ -250,13 +239,13 @@ class MatrixPlatform(Platform):
                 client.restore_login(self._user_id, device, token)  # opens the crypto store of that device
             return
         assert section.password is not None
-        client.device_id = section.device_id or _remembered_device(self._user_id)
+        client.device_id = section.device_id or remembered_device(self._user_id)
         response = await client.login(section.password.get_secret_value(), device_name="hermes-gateway")
         if isinstance(response, LoginError):
             raise self._rejected("password", response)
         add_secrets([response.access_token])  # the session's token is as secret as the password
         if not section.device_id:
-            _remember_device(self._user_id, response.device_id)
+            remember_device(self._user_id, response.device_id)
 
     def _rejected(self, what: str, error: ErrorResponse) -> PlatformDown:
         if error.status_code == "M_LIMIT_EXCEEDED":
@@ -713,7 +702,7 @@ class MatrixPlatform(Platform):
     async def _offer(self, place: Place, room_id: str, event_id: str, markdown: str, buttons: list[Button]) -> None:
         """Remember a question's buttons by the numbers its text gives them, and react with those
         numbers (1️⃣ …) for one-click answers."""
-        numbers = _numbers(markdown, buttons)
+        numbers = choice_numbers(markdown, buttons)
         question = _Question(place, room_id, dict(zip(numbers, (b.data for b in buttons), strict=True)))
         self._questions[event_id] = question
         while len(self._questions) > _REMEMBERED:
@@ -770,58 +759,3 @@ class MatrixPlatform(Platform):
         if room_id in self._typing and self._client is not None:
             self._typing.discard(room_id)
             self._spawn(self._client.room_typing(room_id, False))
-
-
-def _numbers(markdown: str, buttons: list[Button]) -> list[int]:
-    """The number a question's text gives each choice ("Reply 4 — Allow once"), else 1, 2, 3 …"""
-    found: list[int] = []
-    for button in buttons:
-        matches = re.findall(rf"(?<!\d)(\d{{1,3}})[^\n\d]{{0,8}}{re.escape(button.label)}", markdown)
-        found.append(int(matches[-1]) if matches else 0)
-    if 0 in found or len(set(found)) != len(found):
-        return list(range(1, len(buttons) + 1))
-    return found
-
-
-def _homeserver_url(section: MatrixConfig) -> str:
-    value = (section.api_base_url or section.homeserver or "").strip().rstrip("/")
-    if not value:
-        raise PlatformConfigError(
-            '[matrix] homeserver is not set: write the homeserver\'s address, e.g. homeserver = "https://matrix.example.org"'
-        )
-    if "://" not in value:
-        value = f"https://{value}"
-    if not value.startswith(("https://", "http://")):
-        raise PlatformConfigError(f"[matrix] homeserver must be an https:// address, not {value!r}")
-    return value
-
-
-def _user_id(section: MatrixConfig) -> str:
-    value = (section.user_id or "").strip()
-    if not re.fullmatch(r"@[^:\s]+:\S+", value):
-        raise PlatformConfigError(
-            f'[matrix] user_id must be the bot\'s full Matrix id, e.g. user_id = "@hermes:example.org" (got {value!r})'
-        )
-    return value
-
-
-def _crypto_store() -> str:
-    """Where the end-to-end keys live: ``matrix/`` in the state home, private to the user."""
-    path = home() / "matrix"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return str(path)
-
-
-def _state_file() -> Path:
-    return home() / "matrix.json"
-
-
-def _remembered_device(user_id: str) -> str:
-    """The device this account logged in as before (a password login reuses it: no pile of devices)."""
-    with locked_json(_state_file()) as state:
-        return str((state.get("devices") or {}).get(user_id) or "")
-
-
-def _remember_device(user_id: str, device_id: str) -> None:
-    with locked_json(_state_file()) as state:
-        state.setdefault("devices", {})[user_id] = device_id

@@ -13,12 +13,14 @@ import json
 import re
 from typing import Any
 
+from hermes_gateway.platform import Button
 from hermes_gateway.render import to_html
 
 __all__ = [
     "HTML_FORMAT",
     "KEYCAPS",
     "LIMIT",
+    "choice_numbers",
     "edit_content",
     "fit",
     "keycap_number",
@@ -118,3 +120,14 @@ def strip_reply_fallback(body: str) -> str:
     while index < len(lines) and lines[index].startswith(">"):
         index += 1
     return "\n".join(lines[index:]).lstrip("\n")
+
+
+def choice_numbers(markdown: str, buttons: list[Button]) -> list[int]:
+    """The number a question's text gives each choice ("Reply 4 — Allow once"), else 1, 2, 3 …"""
+    found: list[int] = []
+    for button in buttons:
+        matches = re.findall(rf"(?<!\d)(\d{{1,3}})[^\n\d]{{0,8}}{re.escape(button.label)}", markdown)
+        found.append(int(matches[-1]) if matches else 0)
+    if 0 in found or len(set(found)) != len(found):
+        return list(range(1, len(buttons) + 1))
+    return found
