@@ -106,7 +106,7 @@ _MAX_RETRY_AFTER = 30.0
 # What a request can fail with on the way (TimeoutError is an OSError).
 _NETWORK = (aiohttp.ClientError, OSError)
 _READ = {"m.text", "m.emote", "m.file", "m.image", "m.audio", "m.video"}  # the message types given to the agent
-_REMEMBERED = 500  # sent event ids and questions kept (replies to older messages are looked up)
+_REMEMBERED = 1000  # sent events, questions, threads kept (replies to older messages are looked up)
 
 ENCRYPTION_NOTICE = (
     "This room is end-to-end encrypted, and this gateway is not set up to read encrypted rooms: nothing "
@@ -141,6 +141,14 @@ def _reason(exc: BaseException) -> str:
     return scrub(str(exc) or type(exc).__name__)
 
 
+def _remember(kept: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``key`` as the newest entry; the oldest go past ``_REMEMBERED`` (a gateway runs for months)."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > _REMEMBERED:
+        kept.popitem(last=False)
+
+
 def _native(value: str) -> str:
     return value.removeprefix("matrix:")
 
@@ -165,9 +173,9 @@ class MatrixPlatform(Platform):
         self._direct: dict[str, list[str]] = {}  # the bot's m.direct: user -> rooms
         self._sent: OrderedDict[str, None] = OrderedDict()
         self._questions: OrderedDict[str, _Question] = OrderedDict()
-        self._bot_threads: set[tuple[str, str]] = set()
-        self._thread_last: dict[tuple[str, str], str] = {}
-        self._last_edit: dict[str, float] = {}
+        self._bot_threads: OrderedDict[tuple[str, str], None] = OrderedDict()  # threads the bot takes part in
+        self._thread_last: OrderedDict[tuple[str, str], str] = OrderedDict()  # thread -> its latest event
+        self._last_edit: OrderedDict[str, float] = OrderedDict()
         self._typing: set[str] = set()
         self._noticed: set[str] = set()  # rooms told about encryption once
         self._handled_invites: set[str] = set()
@@ -425,7 +433,7 @@ class MatrixPlatform(Platform):
         relates = content.get("m.relates_to") or {}
         thread = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
         if thread:
-            self._thread_last[(room.room_id, thread)] = event.event_id
+            _remember(self._thread_last, (room.room_id, thread), event.event_id)
         if event.sender == self._user_id:
             return
         if isinstance(event, MegolmEvent):  # encrypted, and not decrypted
@@ -474,7 +482,7 @@ class MatrixPlatform(Platform):
             or (thread is not None and ((room.room_id, thread) in self._bot_threads or thread in self._sent))
         )
         if mentioned and thread:
-            self._bot_threads.add((room.room_id, thread))
+            _remember(self._bot_threads, (room.room_id, thread), None)
         return Incoming(
             place=Place(self.name, room.room_id, thread, direct=direct),
             sender=Sender(identity(self.name, event.sender), room.user_name(event.sender) or event.sender),
@@ -666,9 +674,7 @@ class MatrixPlatform(Platform):
                 + (": invite the bot to the room again" if response.status_code == "M_FORBIDDEN" else "")
             )
         event_id = str(response.event_id)
-        self._sent[event_id] = None
-        while len(self._sent) > _REMEMBERED:
-            self._sent.popitem(last=False)
+        _remember(self._sent, event_id, None)
         return event_id
 
     async def send(self, place: Place, markdown: str, *, buttons: list[Button] | None = None) -> str:
@@ -679,8 +685,8 @@ class MatrixPlatform(Platform):
             content["m.relates_to"] = relation
         event_id = await self._send_content(room_id, "m.room.message", content)
         if place.thread:
-            self._bot_threads.add((room_id, place.thread))
-            self._thread_last[(room_id, place.thread)] = event_id
+            _remember(self._bot_threads, (room_id, place.thread), None)
+            _remember(self._thread_last, (room_id, place.thread), event_id)
         self._stop_typing(room_id)
         if buttons:
             await self._offer(place, room_id, event_id, markdown, buttons)
@@ -692,7 +698,7 @@ class MatrixPlatform(Platform):
         if wait > 0:
             await asyncio.sleep(wait)
         await self._send_content(room_id, "m.room.message", edit_content(message_id, markdown))
-        self._last_edit[message_id] = time.monotonic()
+        _remember(self._last_edit, message_id, time.monotonic())
         question = self._questions.get(message_id)
         if question is not None and [b.data for b in buttons or []] != list(question.data.values()):
             await self._withdraw(message_id, question)
@@ -704,9 +710,7 @@ class MatrixPlatform(Platform):
         numbers (1️⃣ …) for one-click answers."""
         numbers = choice_numbers(markdown, buttons)
         question = _Question(place, room_id, dict(zip(numbers, (b.data for b in buttons), strict=True)))
-        self._questions[event_id] = question
-        while len(self._questions) > _REMEMBERED:
-            self._questions.popitem(last=False)
+        _remember(self._questions, event_id, question)
         for number in numbers if max(numbers) <= len(KEYCAPS) else []:  # no keycap past 🔟: typed replies only
             reaction = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": KEYCAPS[number - 1]}}
             try:
