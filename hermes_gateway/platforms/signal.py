@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import logging
@@ -79,6 +80,7 @@ RATE_LIMIT_ERROR = -5
 UNTRUSTED_KEY_ERROR = -4
 METHOD_NOT_FOUND = -32601
 MAX_RETRY_WAIT = 30.0
+SEND_SETTLE = 10.0  # seconds a reaction waits for sends in flight (its question may be one)
 QUESTIONS_KEPT = 256  # sent messages whose choices are remembered for reactions
 _NUMBER = re.compile(r"^\+[1-9]\d{5,15}$")
 _SKIN_TONES = re.compile("[\U0001f3fb-\U0001f3ff\ufe0f]")
@@ -120,6 +122,8 @@ class SignalPlatform(Platform):
         self._chains: dict[str, asyncio.Task[None]] = {}  # place key -> its newest event's task (order per chat)
         self._questions: OrderedDict[str, tuple[str, list[Button]]] = OrderedDict()  # message id -> (place key, buttons)
         self._ids = itertools.count(1)
+        self._sending = 0  # sends waiting for their message id
+        self._sent = asyncio.Event()
 
     # -- connecting -----------------------------------------------------------------------
 
@@ -265,8 +269,7 @@ class SignalPlatform(Platform):
         )
         reaction = message.get("reaction")
         if isinstance(reaction, dict):
-            press = self._press(place, sender, reaction)
-            return None if press is None else (place.key, lambda events: events.press(press))
+            return place.key, lambda events: self._react(events, place, sender, reaction)
         text, mentioned = self._text(message)
         attachments = [self._attachment(a, native, group) for a in message.get("attachments") or [] if isinstance(a, dict)]
         if not text.strip() and not attachments:
@@ -323,6 +326,15 @@ class SignalPlatform(Platform):
         size = item.get("size")
         return Attachment(str(filename), mime, int(size) if isinstance(size, int) else None, fetch, voice=voice)
 
+    async def _react(self, events: Events, place: Place, sender: Sender, reaction: dict[str, Any]) -> None:
+        # A question's id is known once its send returns, and a reaction can overtake that answer.
+        if self._sending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sent.wait(), SEND_SETTLE)
+        press = self._press(place, sender, reaction)
+        if press is not None:
+            await events.press(press)
+
     def _press(self, place: Place, sender: Sender, reaction: dict[str, Any]) -> Press | None:
         """A reaction on a question the bot sent, as a press of the choice it stands for."""
         if reaction.get("isRemove"):
@@ -333,6 +345,7 @@ class SignalPlatform(Platform):
         question = self._questions.get(message_id)
         position = _REACTION_POSITIONS.get(_SKIN_TONES.sub("", str(reaction.get("emoji") or "")))
         if question is None or position is None or question[0] != place.key:
+            log.debug("signal: a reaction on %s in %s answers no question", message_id, place.key)
             return None
         buttons = question[1]
         if not -len(buttons) <= position < len(buttons):
@@ -353,7 +366,14 @@ class SignalPlatform(Platform):
     async def send(self, place: Place, markdown: str, *, buttons: list[Button] | None = None) -> str:
         """One message. ``buttons`` are not shown (the text lists the choices) but remembered, so
         a reaction on this message answers it."""
-        message_id = await self._send_text(place, markdown, {})
+        self._sending += 1
+        self._sent.clear()
+        try:
+            message_id = await self._send_text(place, markdown, {})
+        finally:
+            self._sending -= 1
+            if not self._sending:
+                self._sent.set()
         if buttons:
             self._questions[message_id] = (place.key, list(buttons))
             while len(self._questions) > QUESTIONS_KEPT:

@@ -77,8 +77,10 @@ class FakeSignalCli:
         accounts: Iterable[str] | None = None,
         lifetime: float = 300.0,
         keepalive: float = 2.0,
+        port: int = 0,
     ) -> None:
         self.account = account
+        self._port = port
         self.bot_uuid = str(uuidlib.uuid4())
         # None: a daemon for one account (started with -a); else the accounts a multi-account daemon has.
         self.accounts = list(accounts) if accounts is not None else None
@@ -95,6 +97,9 @@ class FakeSignalCli:
         self.untrusted: set[str] = set()  # recipients whose safety number changed: sends to them fail with -4
         self.reject_styles = False  # refuse textStyle, as the daemon refuses a style it does not know
         self.event_connections = 0
+        self.event_deliveries = 0  # events written to a stream
+        # Set to a cleared Event to hold every JSON-RPC answer (after the work is done) until it is set.
+        self.hold_answers: threading.Event | None = None
         self._numbers = itertools.count(1001)
         self._last_ts = 0
         self._pending: list[dict[str, Any]] = []  # events before any stream is open
@@ -111,7 +116,7 @@ class FakeSignalCli:
         class Handler(_Handler):
             api = fake
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", self._port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self._timer = threading.Timer(self.lifetime, self.close)
@@ -490,12 +495,21 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._reply(200, {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error", "data": None}, "id": None})
             return
+        if self.api.hold_answers is not None:
+            self._answer_after_hold(request)
+            return
         if isinstance(request, list):
             responses = [r for r in (self.api.rpc(item) for item in request) if r is not None]
             self._reply(200 if responses else 201, responses or None)
         else:
             response = self.api.rpc(request)
             self._reply(200 if response is not None else 201, response)
+
+    def _answer_after_hold(self, request: Any) -> None:
+        response = self.api.rpc(request) if isinstance(request, dict) else None
+        assert self.api.hold_answers is not None
+        self.api.hold_answers.wait(30)
+        self._reply(200 if response is not None else 201, response)
 
     def _events(self, account: str | None) -> None:
         if not self._host_allowed():
@@ -525,6 +539,8 @@ class _Handler(BaseHTTPRequestHandler):
                         stopped = True
                         break
                     self._chunk(f"event:receive\ndata:{json.dumps(event)}\n\n".encode())
+                    with api._cond:
+                        api.event_deliveries += 1
                 if stopped:
                     break
             self._chunk(b"")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from typing import Any
 
 import pytest
@@ -321,6 +322,19 @@ async def test_a_strangers_reaction_in_a_group_is_answered_privately(connected, 
     assert fake.sent(mallory.uuid)[-1]["text"] == "⚠️ You are not authorised to use this bot."
     assert len(fake.sent(place.chat)) == 1  # nothing said in the group
     assert ada.uuid not in [m["to"] for m in fake.sent()]
+
+
+async def test_a_reaction_that_overtakes_its_questions_send_still_answers_it(connected, fake):
+    platform, events = connected
+    ada = fake.user("Ada")
+    fake.hold_answers = threading.Event()  # the daemon has sent the question but not yet said so
+    sending = asyncio.create_task(platform.send(platform.place_for(ada.uuid), "Allow?", buttons=CHOICES))
+    [question] = await asyncio.to_thread(fake.wait_for, lambda: fake.sent(ada.uuid), WAIT, "the question")
+    fake.react(ada, question["timestamp"], "👎")
+    await asyncio.to_thread(fake.wait_for, lambda: fake.event_deliveries >= 1, WAIT, "the reaction to reach the adapter")
+    fake.hold_answers.set()
+    assert await sending == str(question["timestamp"])
+    assert (await events.next_press()).data == "ap|7f3a|d"
 
 
 async def test_reactions_that_answer_nothing_are_not_presses(connected, fake):
