@@ -290,7 +290,7 @@ class MatrixPlatform(Platform):
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
-        while not self._inbox.empty():  # arrived, not yet handled: left for after the restart
+        while not self._inbox.empty():  # arrived, not yet handled: no new turn starts while stopping
             self._inbox.get_nowait()
 
     async def stop(self) -> None:
