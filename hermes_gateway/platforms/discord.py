@@ -130,6 +130,7 @@ class DiscordPlatform(Platform):
         self._client: _Client | None = None
         self._runner: asyncio.Task[None] | None = None
         self._events: Events | None = None
+        self._receiving = False  # new messages are delivered (presses are, until stop)
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()  # the connection dropped before it was ever ready
         self._dm_channels: dict[str, str] = {}  # user id -> DM channel id
@@ -143,6 +144,7 @@ class DiscordPlatform(Platform):
     async def start(self, events: Events) -> None:
         await self.stop()  # a retried start begins from nothing
         self._events = events
+        self._receiving = True
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
         Route.BASE = self._api  # process-wide in discord.py (see the module's docstring)
@@ -255,7 +257,13 @@ class DiscordPlatform(Platform):
         else:
             log.info("discord: the gateway connection dropped; discord.py reconnects")
 
+    async def stop_receiving(self) -> None:
+        """No new messages (the first step of a graceful shutdown). Sending still works, and button
+        presses still arrive, so a turn in flight can be approved and finish."""
+        self._receiving = False
+
     async def stop(self) -> None:
+        self._receiving = False
         client, self._client = self._client, None
         runner, self._runner = self._runner, None
         for task in list(self._acks):
@@ -278,7 +286,7 @@ class DiscordPlatform(Platform):
 
     async def _on_message(self, message: discord.Message) -> None:
         me = self._me()
-        if me is None or self._events is None or message.author.id == me.id:
+        if me is None or self._events is None or not self._receiving or message.author.id == me.id:
             return
         if message.type not in (discord.MessageType.default, discord.MessageType.reply):
             return  # joins, pins, "started a thread" and other system messages

@@ -483,3 +483,17 @@ async def test_a_press_left_unanswered_is_acknowledged_in_time_and_a_late_alert_
         assert followup["content"] == "You are not authorised to use this bot." and followup["flags"] == 64
     finally:
         await platform.stop()
+
+
+async def test_after_stop_receiving_only_presses_arrive_and_sending_still_works(fake, connected):
+    platform, events = connected
+    place = platform.direct_place(str(ADA))
+    await platform.send(place, "Run it?", buttons=CHOICES)
+    await platform.stop_receiving()
+    fake.dm(ADA, "a new prompt during shutdown")
+    fake.press(ADA, fake.sent_to(ADA)[0], "ap|7f3a|o")
+    press = await events.next_press()  # an approval can still let the turn in flight finish
+    assert press.data == "ap|7f3a|o"
+    assert events.messages.empty()
+    await platform.send(place, "the turn's last words")
+    assert fake.sent_to(ADA)[-1]["content"] == "the turn's last words"
