@@ -119,6 +119,7 @@ class SignalPlatform(Platform):
         self._self_ids = {self.number}
         self._client: httpx.AsyncClient | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._stream: httpx.Response | None = None  # the open event stream
         self._chains: dict[str, asyncio.Task[None]] = {}  # place key -> its newest event's task (order per chat)
         self._questions: OrderedDict[str, tuple[str, list[Button]]] = OrderedDict()  # message id -> (place key, buttons)
         self._ids = itertools.count(1)
@@ -165,6 +166,7 @@ class SignalPlatform(Platform):
             )
 
     async def _open_events(self) -> httpx.Response:
+        """GET /api/v1/events, kept as ``_stream`` (closed by ``stop_receiving``)."""
         request = self._http().build_request(
             "GET",
             "/api/v1/events",
@@ -180,6 +182,7 @@ class SignalPlatform(Platform):
         if response.status_code != 200:
             await response.aclose()
             raise PlatformDown(f"signal-cli's event stream answered HTTP {response.status_code}: is {self.number} one of its accounts?")
+        self._stream = response
         return response
 
     async def _listen(self, response: httpx.Response, events: Events) -> None:
@@ -205,9 +208,19 @@ class SignalPlatform(Platform):
                 except PlatformDown as exc:
                     log.warning("signal: %s", exc.why)
 
-    async def stop(self) -> None:
+    async def stop_receiving(self) -> None:
+        """No new events (the first step of a graceful shutdown); sending still works."""
         listener, self._listener = self._listener, None
-        tasks = [t for t in [listener, *self._chains.values()] if t is not None and not t.done()]
+        if listener is not None:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+        response, self._stream = self._stream, None
+        if response is not None:  # a listener cancelled before it ran never closed it
+            await response.aclose()
+
+    async def stop(self) -> None:
+        await self.stop_receiving()
+        tasks = [t for t in self._chains.values() if not t.done()]
         self._chains.clear()
         for task in tasks:
             task.cancel()

@@ -125,6 +125,20 @@ async def test_stop_closes_the_event_stream_and_is_idempotent():
         await asyncio.to_thread(fake.wait_for, lambda: fake.open_streams() == 0, WAIT, "the event stream to close")
 
 
+async def test_stop_receiving_closes_the_event_stream_but_sending_still_works():
+    with FakeSignalCli(keepalive=0.1) as fake:
+        platform = SignalPlatform(settings(fake))
+        await platform.start(Recorder())
+        try:
+            await platform.stop_receiving()
+            await asyncio.to_thread(fake.wait_for, lambda: fake.open_streams() == 0, WAIT, "the event stream to close")
+            ada = fake.user("Ada")
+            await platform.send(platform.place_for(ada.uuid), "the reply in flight")
+            assert [m["text"] for m in fake.sent(ada.uuid)] == ["the reply in flight"]
+        finally:
+            await platform.stop()
+
+
 async def test_a_dropped_event_stream_is_opened_again(connected, fake):
     platform, events = connected
     ada = fake.user("Ada")
