@@ -375,6 +375,8 @@ class DiscordPlatform(Platform):
                         await interaction.followup.send(text[:LIMIT], ephemeral=True)
                 except discord.HTTPException as exc:
                     log.warning("discord: could not answer a button press (%s %s)", exc.status, exc.text)
+                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    log.warning("discord: could not answer a button press (%s)", type(exc).__name__)
 
         async def acknowledge_late() -> None:
             await asyncio.sleep(ACK_DEADLINE)
@@ -382,8 +384,8 @@ class DiscordPlatform(Platform):
                 if not interaction.response.is_done():
                     try:
                         await interaction.response.defer()
-                    except discord.HTTPException as exc:
-                        log.debug("discord: late acknowledgement failed (%s)", exc.status)
+                    except (discord.HTTPException, TimeoutError, aiohttp.ClientError, OSError) as exc:
+                        log.debug("discord: late acknowledgement failed (%s)", type(exc).__name__)
 
         ack = asyncio.create_task(acknowledge_late())
         self._acks.add(ack)
