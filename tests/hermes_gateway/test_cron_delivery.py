@@ -233,7 +233,7 @@ def test_in_a_chat_a_paired_user_may_deliver_to_a_project_file_but_not_outside_a
         gateway.stop()
     assert "Only the bot's owner" in refused and str(outside) in refused and not outside.exists()
     assert run["delivery_status"] == "delivered" and {d["target"]: d["status"] for d in run["deliveries"]} == {
-        f"chat:{friend}": "delivered",
+        f"chat:telegram:{friend}:0": "delivered",
         f"file:{project / 'notes' / 'digest.md'}": "delivered",
     }
     assert "Digest ready." in (project / "notes" / "digest.md").read_text()

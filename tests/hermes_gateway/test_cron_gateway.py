@@ -172,7 +172,7 @@ def test_cron_command_and_cron_tool_from_chat(hermes_home, project, telegram):
         assert "water the plants" in listing["text"] and "every 2h" in listing["text"]
         gateway.stop()
     listed = cli(hermes_home, "cron", "list").stdout
-    assert "cron '0 9 * * 1-5'" in listed and f"chat {OWNER}" in listed
+    assert "cron '0 9 * * 1-5'" in listed and f"chat telegram:{OWNER}:0" in listed
 
 
 @pytest.mark.parametrize("answer", ["o", "d", "a"])

@@ -71,7 +71,7 @@ def test_strangers_cannot_use_up_pairing_and_a_newcomer_is_paired(hermes_home, p
     assert len(set(codes.values())) == len(STRANGERS)
     with sqlite3.connect(hermes_home / "state.db") as conn:
         per_user = conn.execute("SELECT user_id, COUNT(*) FROM pairing_codes WHERE status = 'pending' GROUP BY user_id").fetchall()
-    assert sorted(per_user) == [(s, 1) for s in STRANGERS]
+    assert sorted(per_user) == [(f"telegram:{s}", 1) for s in STRANGERS]
     assert all("Too many" not in m["text"] for s in STRANGERS for m in telegram.sent(s))
 
 
@@ -103,11 +103,11 @@ def test_a_paired_user_cannot_touch_the_owners_jobs_from_chat(hermes_home, proje
         gateway.stop()
     assert machine_job not in listing["text"] and chat_job not in listing["text"]
     assert friend_job in mine and machine_job not in mine and chat_job not in mine
-    assert all(j in everything for j in (machine_job, chat_job, friend_job)) and f"(by {FRIEND})" in everything
+    assert all(j in everything for j in (machine_job, chat_job, friend_job)) and f"(by telegram:{FRIEND})" in everything
     after = _jobs(hermes_home)
-    assert after[friend_job][0] == 1 and after[friend_job][2] == FRIEND
-    assert after[machine_job] == before[machine_job] and after[chat_job][2] == OWNER
-    assert f"by user {FRIEND}" in cli(hermes_home, "cron", "list").stdout
+    assert after[friend_job][0] == 1 and after[friend_job][2] == f"telegram:{FRIEND}"
+    assert after[machine_job] == before[machine_job] and after[chat_job][2] == f"telegram:{OWNER}"
+    assert f"by user telegram:{FRIEND}" in cli(hermes_home, "cron", "list").stdout
 
 
 def test_a_paired_user_cannot_touch_the_owners_jobs_through_the_cron_tool(hermes_home, project, telegram):

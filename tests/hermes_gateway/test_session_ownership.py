@@ -118,7 +118,7 @@ def test_a_paired_user_lists_and_resumes_only_their_own_sessions(hermes_home, pr
     assert "FRIEND-NOTE" in json.dumps(model.requests[3]) and "Still your conversation." in json.dumps(model.requests[3])
     # Nothing of the owner's sessions changed, and the friend's chat is still in their own.
     assert {sid: _messages(sid) for sid in (editor, cron_run, owners)} == before
-    assert _bound(hermes_home, f"{FRIEND}:0") == friends and _bound(hermes_home, f"{OWNER}:0") == friends
+    assert _bound(hermes_home, f"telegram:{FRIEND}:0") == friends and _bound(hermes_home, f"telegram:{OWNER}:0") == friends
 
 
 def test_a_cron_run_belongs_to_whoever_made_the_job(hermes_home, project, telegram):
@@ -147,7 +147,7 @@ def test_a_cron_run_belongs_to_whoever_made_the_job(hermes_home, project, telegr
         gateway.stop()
     assert theirs[:8] in listing and machine[:8] not in listing
     assert _leaks("\n".join(m["text"] for m in telegram.sent(FRIEND))) == []
-    assert _bound(hermes_home, f"{FRIEND}:0") == theirs
+    assert _bound(hermes_home, f"telegram:{FRIEND}:0") == theirs
 
 
 def _add_machine_job(project) -> str:
@@ -185,7 +185,7 @@ def test_a_chat_left_in_the_owners_session_is_refused_turns_and_undo(hermes_home
         telegram.send_user_message(OWNER, "ship it")
         telegram.wait_text(OWNER, "Shipped.")
         # As the old /resume left it: the friend's chat bound to the owner's editor session, in auto.
-        asyncio.run(_bind(ChatBinding(f"{FRIEND}:0", "app", editor, "auto")))
+        asyncio.run(_bind(ChatBinding(f"telegram:{FRIEND}:0", "app", editor, "auto")))
         before, requests = _messages(editor), len(model.requests)
         telegram.send_user_message(FRIEND, "/undo")
         telegram.send_user_message(FRIEND, "what is the launch code?")
@@ -200,7 +200,7 @@ def test_a_chat_left_in_the_owners_session_is_refused_turns_and_undo(hermes_home
     assert _leaks(json.dumps(model.requests[-1])) == [] and "zebracorn" not in json.dumps(model.requests[-1])
     assert _leaks("\n".join(m["text"] for m in telegram.sent(FRIEND))) == []
     assert (project / "shipped.txt").read_text() == "v2\n" and _messages(editor) == before
-    assert _bound(hermes_home, f"{FRIEND}:0") not in (None, editor)
+    assert _bound(hermes_home, f"telegram:{FRIEND}:0") not in (None, editor)
 
 
 async def _bind(binding: ChatBinding) -> None:
@@ -355,9 +355,11 @@ async def test_gateway_sessions_from_before_starters_belong_to_the_owner(hermes_
     async with SessionStore.open(path) as store:
         gateway = GatewayStore(store)
         assert await gateway.starter("old1") is None
-        assert await gateway.sessions_started_by(FRIEND) == []
+        # The old Telegram chat key and user id, as identities now.
+        assert await gateway.session_chats("old1") == [(f"telegram:{FRIEND}:0", f"telegram:{FRIEND}")]
+        assert await gateway.sessions_started_by(f"telegram:{FRIEND}") == []
         # A turn in it from the friend's chat may read only that session back.
-        assert await gateway.readable_sessions("old1", OWNER) == {"old1"}
-        await gateway.record_starter("old1", OWNER, chat_key=f"{OWNER}:0", origin="chat")
+        assert await gateway.readable_sessions("old1", frozenset({f"telegram:{OWNER}"})) == {"old1"}
+        await gateway.record_starter("old1", f"telegram:{OWNER}", chat_key=f"telegram:{OWNER}:0", origin="chat")
         await store.delete_session("old1")
         assert await gateway.starter("old1") is None  # the row went with the session
