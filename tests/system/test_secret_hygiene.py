@@ -8,6 +8,8 @@ import sys
 
 import acp
 
+from core.config import _PLATFORM_SECRETS
+from core.redaction import SECRET_ENV_VARS
 from tests.acp_harness import Client, agent_env, running_agent
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_mcp.harness import connected, mcp_env
@@ -15,16 +17,22 @@ from tests.hermes_mcp.harness import connected, mcp_env
 OPENAI = "sk-test-not-a-real-key-123456"
 TELEGRAM = "987654321:AAFakeTelegramTokenForHygieneTests_xyz"
 MCP_TOKEN = "mcp-bearer-token-hygiene-0123456789"
+# Every chat platform's and speech service's secret that may come from the environment.
+PLATFORM = {variable: f"{variable.lower()}-hygiene-value-0123" for _, _, variable in _PLATFORM_SECRETS}
 
 
 def _leaks(text: str) -> list[str]:
-    return [secret for secret in (OPENAI, TELEGRAM, MCP_TOKEN) if secret in text]
+    return [secret for secret in (OPENAI, TELEGRAM, MCP_TOKEN, *PLATFORM.values()) if secret in text]
+
+
+def test_every_platform_secret_variable_is_kept_from_children_and_logs():
+    assert {variable for _, _, variable in _PLATFORM_SECRETS} <= set(SECRET_ENV_VARS)
 
 
 async def test_no_secret_reaches_logs_store_exports_or_children(hermes_home, tmp_path):
     project = tmp_path / "p"
     project.mkdir()
-    extra = {"TELEGRAM_BOT_TOKEN": TELEGRAM, "HERMES_MCP_TOKEN": MCP_TOKEN}
+    extra = {"TELEGRAM_BOT_TOKEN": TELEGRAM, "HERMES_MCP_TOKEN": MCP_TOKEN, **PLATFORM}
     script = [
         {"tool_calls": [{"id": "env", "name": "run_command", "arguments": {"command": "env; echo done"}}]},
         {"error": 401, "message": f"invalid key {OPENAI}"},
