@@ -239,6 +239,9 @@ class TaskManager:
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._sessions: dict[str, Session] = {}
         self._retiring: set[asyncio.Task[None]] = set()
+        # Called with (task, event) for each core event a task folds in, and (task, None) once it has
+        # ended, inside the task's runner (hermes_mcp.logs sends tasks' progress to clients that asked).
+        self.watchers: list[Callable[[Task, Any], None]] = []
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -324,6 +327,7 @@ class TaskManager:
         try:
             async for event in agent.run_turn(task.session, message):
                 task.observe(event)
+                self._tell(task, event)
         except Exception as exc:  # the core ends turns itself; this is a last resort
             log.exception("task %s failed", task.id)
             task.error = self._backend.redact(f"{type(exc).__name__}: {exc}")
@@ -335,6 +339,14 @@ class TaskManager:
                 task.error = self._backend.redact(task.error)
             task.touch()
             log.info("task %s ended: %s", task.id, task.status)
+            self._tell(task, None)
+
+    def _tell(self, task: Task, event: Any) -> None:
+        for watch in list(self.watchers):
+            try:
+                watch(task, event)
+            except Exception:  # a watcher only reports; the task goes on
+                log.debug("a task watcher failed", exc_info=True)
 
     async def cancel(self, task_id: str) -> Task:
         """Stop the task's turn (model stream, tools, its questions) and wait briefly for it to end."""
