@@ -13,6 +13,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from hermes_mcp import handshake
 from hermes_mcp.resources import ChangeNotifier, dynamic_resources, register_resources, skill_prompt, skill_prompts
 from hermes_mcp.runtime import Runtime
+from hermes_mcp.sampling import remember_request
 from hermes_mcp.tools import register_tools
 
 __all__ = ["HermesServer", "build_server"]
@@ -74,6 +75,7 @@ def build_server(runtime: Runtime) -> HermesServer:
     bus = InMemorySubscriptionBus()
     notifier = ChangeNotifier(bus)
     server = HermesServer(runtime, notifier, bus)
+    server.middleware.append(remember_request)  # whose capabilities decide on the client's model (sampling)
     register_tools(server, runtime)
     register_resources(server, runtime)
     return server

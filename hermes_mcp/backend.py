@@ -17,6 +17,7 @@ from surface_support.configuration import read_config
 if TYPE_CHECKING:
     from core.agent.loop import Agent
     from core.logs import RedactingFilter
+    from core.models.base import Model
     from core.store import SessionStore
 
 __all__ = ["Backend", "NotReady"]
@@ -83,7 +84,8 @@ class Backend:
                 return self._agent
             config = self.load_config()
             problem = self._problem(config)
-            if problem is not None:
+            model = self.stand_in_model(config) if problem is not None else None
+            if problem is not None and model is None:
                 raise NotReady(problem)
             assert config is not None
             from core.agent.builder import build_agent
@@ -91,7 +93,7 @@ class Backend:
             from toolsets import toolset
 
             try:
-                agent = build_agent(config, "mcp", toolset=toolset, store=store)
+                agent = build_agent(config, "mcp", toolset=toolset, store=store, model=model)
             except ConfigError as exc:
                 raise NotReady(str(exc)) from None
             self._agent = agent
@@ -99,6 +101,10 @@ class Backend:
             self._watch = asyncio.create_task(watch_foreign_answers(agent.broker, store))
             log.info("agent ready: model %s, tools %s", agent.model.name, ", ".join(self._agent.tools))
             return self._agent
+
+    def stand_in_model(self, config: Config | None) -> Model | None:
+        """A model to use although none is usable (``hermes_mcp.runtime``: the client's); None refuses."""
+        return None
 
     def _problem(self, config: Config | None) -> str | None:
         if self.config_error:

@@ -81,6 +81,7 @@ async def follow(ctx: Context, runtime: Runtime, task: Task, wait: float) -> Any
     asked: set[str] = set()
     elicit = can_elicit(ctx)
     await _apply_round_answer(ctx, runtime, task, asked)
+    runtime.sampling.apply_round(ctx, task)
     reported = -1
     last_report = 0.0
     while True:
@@ -91,6 +92,12 @@ async def follow(ctx: Context, runtime: Runtime, task: Task, wait: float) -> Any
         if task.finished:
             break
         left = deadline - time.monotonic()
+        # A model step for the client's model (MCP sampling, when no model is configured).
+        sampled = await runtime.sampling.serve(ctx, task, left)
+        if sampled is True:
+            continue
+        if sampled is not None:
+            return sampled
         waiting = task.open_approvals()
         if waiting:
             fresh = [r for r in waiting if r.id not in asked]

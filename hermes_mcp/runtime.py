@@ -6,10 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermes_mcp.backend import Backend, NotReady
+from hermes_mcp.sampling import ClientSampling, SamplingTasks
 from hermes_mcp.tasks import TaskManager
 
 if TYPE_CHECKING:
+    from core.config import Config
     from core.logs import RedactingFilter
+    from core.models.base import Model
 
 __all__ = ["NotReady", "Runtime"]
 
@@ -24,7 +27,14 @@ class Runtime(Backend):
         self.trust_client_approvals = trust_client_approvals
         # Projects whose .agents/skills this server shows: its own cwd, and every task's.
         self.projects: list[Path] = [Path.cwd()]
-        self.tasks = TaskManager(self, allow_auto=allow_auto, trust_client_approvals=trust_client_approvals, on_project=self.add_project)
+        # With no model configured, the client's model answers where the client offers sampling.
+        self.sampling = ClientSampling(self)
+        self.tasks: TaskManager = SamplingTasks(
+            self, self.sampling, allow_auto=allow_auto, trust_client_approvals=trust_client_approvals, on_project=self.add_project
+        )
+
+    def stand_in_model(self, config: Config | None) -> Model | None:
+        return self.sampling.stand_in(config)
 
     def allowed_projects(self, client_roots: list[Path]) -> list[Path]:
         """Folders tasks may work in: the client's roots and ``[mcp] projects`` (read afresh)."""
