@@ -11,6 +11,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from hermes_mcp import handshake
+from hermes_mcp.completions import install_completions
+from hermes_mcp.logs import install_logging
 from hermes_mcp.resources import ChangeNotifier, dynamic_resources, register_resources, skill_prompt, skill_prompts
 from hermes_mcp.runtime import Runtime
 from hermes_mcp.sampling import remember_request
@@ -78,4 +80,6 @@ def build_server(runtime: Runtime) -> HermesServer:
     server.middleware.append(remember_request)  # whose capabilities decide on the client's model (sampling)
     register_tools(server, runtime)
     register_resources(server, runtime)
+    install_logging(server, runtime)
+    install_completions(server, runtime)
     return server

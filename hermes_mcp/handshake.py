@@ -57,11 +57,13 @@ def server_version() -> str:
 
 
 def capabilities() -> dict[str, Any]:
-    """What this server offers in the handshake era: list-changed notices for prompts and resources."""
+    """What this server offers in the handshake era: log messages, completions, list-changed notices for prompts and resources."""
     return {
+        "logging": {},
         "prompts": {"listChanged": True},
         "resources": {"subscribe": False, "listChanged": True},
         "tools": {"listChanged": False},
+        "completions": {},
     }
 
 
