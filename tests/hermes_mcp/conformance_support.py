@@ -50,12 +50,13 @@ def node() -> str:
 
 def suite() -> list[str]:
     """The command line that runs the suite, installing it from package.json on first use."""
+    runtime = node()
     if not SUITE.exists():
         wanted = json.loads((ROOT / "package.json").read_text()).get("devDependencies", {})
         assert PACKAGE in wanted, f"{PACKAGE} is missing from package.json devDependencies"
         proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0 and SUITE.exists(), f"npm install did not install {PACKAGE}: {proc.stderr[-2000:]}"
-    return [node(), "--import", GLOBSYNC.as_uri(), str(SUITE)]
+    return [runtime, "--import", GLOBSYNC.as_uri(), str(SUITE)]
 
 
 def server_scenarios() -> list[str]:
