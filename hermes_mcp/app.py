@@ -80,6 +80,7 @@ def build_server(runtime: Runtime) -> HermesServer:
     server.middleware.append(remember_request)  # whose capabilities decide on the client's model (sampling)
     register_tools(server, runtime)
     register_resources(server, runtime)
+    notifier.attach(server, runtime)  # resources/subscribe and resources/unsubscribe
     install_logging(server, runtime)
     install_completions(server, runtime)
     return server

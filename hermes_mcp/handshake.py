@@ -57,11 +57,11 @@ def server_version() -> str:
 
 
 def capabilities() -> dict[str, Any]:
-    """What this server offers in the handshake era: log messages, completions, list-changed notices for prompts and resources."""
+    """What this server offers in the handshake era: log messages, completions, resource subscriptions, list-changed notices for prompts and resources."""
     return {
         "logging": {},
         "prompts": {"listChanged": True},
-        "resources": {"subscribe": False, "listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
         "tools": {"listChanged": False},
         "completions": {},
     }

@@ -6,19 +6,26 @@ URIs:
 - ``hermes://skills/{name}`` — a skill's SKILL.md; every skill is also a prompt of its name;
 - ``hermes://memory/{file}`` — ``MEMORY.md`` and ``USER.md``.
 
-Skills change on disk while a client is connected; a poll notices and tells clients: in the
-handshake era with ``notifications/*/list_changed`` on each connection, in the 2026-07-28 era
-through the SDK's subscription bus to ``subscriptions/listen`` streams.
+They are live: a client subscribes to a memory file, a skill or a session and is told when it
+changes, whichever process changed it; and when skills come, go or are re-described, clients
+are told that the resource and prompt lists changed. In the handshake era with
+``resources/subscribe`` and ``notifications/resources/updated`` / ``*/list_changed`` on each
+connection, in the 2026-07-28 era through the SDK's subscription bus to ``subscriptions/listen``
+streams. ``hermes_mcp.watch`` finds the changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.learning import memory, skills
+from hermes_mcp import watch
 from hermes_mcp.history import transcript_markdown
 from hermes_mcp.views import iso
 
@@ -35,8 +42,10 @@ log = logging.getLogger(__name__)
 
 MARKDOWN = "text/markdown"
 RECENT_SESSIONS = 20
-SKILL_POLL_SECONDS = 1.0
 MAX_LEGACY_CONNECTIONS = 64
+# Listing these is asking to be told when they change (handshake era).
+LIST_METHODS = frozenset({"resources/list", "prompts/list"})
+DESCRIPTIONS = {"files": "memory files and skills", "sessions": "subscribed sessions in the store"}
 
 
 def register_resources(server: MCPServer, runtime: Runtime) -> None:
@@ -176,51 +185,346 @@ async def skill_prompt(runtime: Runtime, name: str, arguments: dict[str, str] | 
     )
 
 
+@dataclass
+class _Peer:
+    """A handshake-era connection: how to reach it, whether it listed, what it subscribed to."""
+
+    session: Any
+    listed: bool = False
+    uris: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Listen:
+    """A 2026-07-28 ``subscriptions/listen`` stream: what it asked for."""
+
+    uris: frozenset[str]
+    lists: bool
+
+
+@dataclass
+class _Job:
+    """A watcher started on demand: stopped through ``stop`` and ``scope``; ``ready`` once it watches."""
+
+    name: str
+    ready: Any  # anyio.Event
+    stop: Any  # anyio.Event
+    scope: Any  # anyio.CancelScope
+
+
 class ChangeNotifier:
-    """Tells connected clients that the resource and prompt lists changed."""
+    """Live resources: who wants to hear of which change, the watchers that find changes, and the notices.
+
+    Handshake-era clients subscribe with ``resources/subscribe`` and are told through
+    ``notifications/resources/updated``; list changes go to each connection that listed resources
+    or prompts. 2026-07-28 clients ask on a ``subscriptions/listen`` stream, and every notice is
+    published on the SDK's subscription bus, which filters by what each stream asked for.
+
+    The file watcher runs while some connection has listed, a stream listens for list changes,
+    or a memory file or skill is subscribed; the store poll while a session is subscribed. Both
+    are started before the request that needs them is answered, stopped when the last
+    subscription or connection that needed them goes, and at shutdown.
+    """
 
     def __init__(self, bus: SubscriptionBus) -> None:
         self.bus = bus
-        # Handshake-era connections, by transport session ("stdio" for the one stdio peer).
-        self._legacy: OrderedDict[str, Any] = OrderedDict()
+        self._runtime: Runtime | None = None
+        self._peers: OrderedDict[Any, _Peer] = OrderedDict()
+        self._listens: dict[object, _Listen] = {}
+        self._group: Any = None  # the task group of serve(), while it runs
+        self._lock: Any = None  # anyio.Lock around comparisons (made in the event loop)
+        self._files: _Job | None = None
+        self._store: _Job | None = None
+        self._probe: watch.StoreProbe | None = None
+        self._known: dict[str, Hashable] = {}  # the last stamp seen of each subscribed URI
+        self._listing: Hashable | None = None  # the skills as last listed, while files are watched
+
+    def attach(self, server: Any, runtime: Runtime) -> None:
+        """Serve ``resources/subscribe`` and ``resources/unsubscribe`` (handshake era) for ``server``."""
+        from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
+
+        self._runtime = runtime
+        server.lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, self._subscribe)
+        server.lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe)
+
+    # --- who wants what -------------------------------------------------------------------
 
     async def middleware(self, ctx: ServerRequestContext, call_next: Any) -> Any:
-        """Server middleware: remember each handshake-era connection's session to notify later."""
+        """Server middleware: remember handshake-era connections, and what listen streams ask for."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+        if ctx.method == "subscriptions/listen":
+            return await self._listen(ctx, call_next)
         if ctx.request_id is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            headers = getattr(ctx.request, "headers", None)
-            key = (headers.get("mcp-session-id") if headers is not None else None) or "stdio"
-            self._legacy.pop(key, None)
-            self._legacy[key] = ctx.session
-            while len(self._legacy) > MAX_LEGACY_CONNECTIONS:
-                self._legacy.popitem(last=False)
+            peer = self._peer(ctx)
+            if ctx.method in LIST_METHODS and not peer.listed:
+                peer.listed = True
+                await self._demand(())  # watching before the list is answered: no change falls in between
         return await call_next(ctx)
 
+    async def _listen(self, ctx: ServerRequestContext, call_next: Any) -> Any:
+        wanted = (ctx.params or {}).get("notifications")
+        wanted = wanted if isinstance(wanted, dict) else {}
+        uris = wanted.get("resourceSubscriptions")
+        listen = _Listen(
+            uris=frozenset(u for u in uris if isinstance(u, str)) if isinstance(uris, list) else frozenset(),
+            lists=wanted.get("resourcesListChanged") is True or wanted.get("promptsListChanged") is True,
+        )
+        token = object()
+        self._listens[token] = listen
+        try:
+            await self._demand(listen.uris)  # before the stream is acknowledged
+            return await call_next(ctx)
+        finally:
+            del self._listens[token]
+            self._release()
+
+    def _peer(self, ctx: ServerRequestContext) -> _Peer:
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None:
+            key: Any = connection
+        else:
+            headers = getattr(ctx.request, "headers", None)
+            key = (headers.get("mcp-session-id") if headers is not None else None) or "stdio"
+        peer = self._peers.get(key)
+        if peer is not None:
+            peer.session = ctx.session
+            self._peers.move_to_end(key)
+            return peer
+        peer = self._peers[key] = _Peer(ctx.session)
+        if connection is not None:
+            # Unwound by the SDK when the connection closes (stdio EOF, HTTP DELETE or idle timeout).
+            connection.exit_stack.callback(self._forget, key)
+        while len(self._peers) > MAX_LEGACY_CONNECTIONS:
+            self._peers.popitem(last=False)
+            self._release()
+        return peer
+
+    def _forget(self, key: Any) -> None:
+        if self._peers.pop(key, None) is not None:
+            self._release()
+
+    async def _subscribe(self, ctx: ServerRequestContext, params: Any) -> Any:
+        from mcp_types import EmptyResult
+
+        # Any URI is accepted, as the SDK's listen streams accept any: one that names nothing
+        # here (yet) is simply never updated, or is once it comes to exist.
+        uri = str(params.uri)
+        self._peer(ctx).uris.add(uri)
+        await self._demand({uri})
+        return EmptyResult()
+
+    async def _unsubscribe(self, ctx: ServerRequestContext, params: Any) -> Any:
+        from mcp_types import EmptyResult
+
+        self._peer(ctx).uris.discard(str(params.uri))
+        self._release()
+        return EmptyResult()
+
+    def _subscribed(self) -> set[str]:
+        return {u for p in self._peers.values() for u in p.uris} | {u for s in self._listens.values() for u in s.uris}
+
+    def _wants_files(self, subscribed: set[str]) -> bool:
+        return (
+            any(p.listed for p in self._peers.values())
+            or any(s.lists for s in self._listens.values())
+            or any(watch.is_file_uri(u) for u in subscribed)
+        )
+
+    # --- the watchers ---------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run until cancelled (the server's lifetime): the watchers are started in here, on demand."""
+        import anyio
+
+        self._lock = anyio.Lock()
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                await anyio.sleep_forever()
+        finally:
+            self._group = self._files = self._store = None
+            self._known.clear()
+            self._listing = None
+
+    async def _demand(self, new: Iterable[str]) -> None:
+        """Start the watchers now needed, wait until they watch, and note how ``new`` URIs look now."""
+        import anyio
+
+        if self._group is None or self._runtime is None:
+            return  # not serving (the server object used on its own)
+        runtime = self._runtime
+        subscribed = self._subscribed()
+        if self._files is None and self._wants_files(subscribed):
+            self._files = self._start("files", functools.partial(self._watch_files, runtime))
+        if self._store is None and any(watch.is_store_uri(u) for u in subscribed):
+            self._store = self._start("sessions", self._poll_store)
+        for job in (self._files, self._store):
+            if job is not None:
+                await job.ready.wait()
+        fresh = [u for u in new if u not in self._known]
+        async with self._lock:
+            if self._files is not None and self._listing is None:
+                self._listing = await anyio.to_thread.run_sync(watch.skills_listing, list(runtime.projects))
+            stamps = await self._stamps(fresh) if fresh else {}
+            for uri in fresh:
+                self._known.setdefault(uri, stamps.get(uri))
+
+    def _release(self) -> None:
+        """Stop the watchers nothing needs any more (synchronous: callable while being cancelled)."""
+        subscribed = self._subscribed()
+        for uri in [u for u in self._known if u not in subscribed]:
+            del self._known[uri]
+        if self._files is not None and not self._wants_files(subscribed):
+            self._stop(self._files)
+            self._files = None
+            self._listing = None
+        if self._store is not None and not any(watch.is_store_uri(u) for u in subscribed):
+            self._stop(self._store)
+            self._store = None
+
+    def _start(self, name: str, run: Callable[[Any, Any], Awaitable[None]]) -> _Job:
+        import anyio
+
+        job = _Job(name, anyio.Event(), anyio.Event(), anyio.CancelScope())
+        self._group.start_soon(self._run_job, job, run, name=f"hermes-mcp watch {name}")
+        log.info("live resources: watching %s for changes", DESCRIPTIONS[name])
+        return job
+
+    def _stop(self, job: _Job) -> None:
+        job.stop.set()
+        job.scope.cancel()
+        log.info("live resources: stopped watching %s (nothing subscribed needs it)", DESCRIPTIONS[job.name])
+
+    async def _run_job(self, job: _Job, run: Callable[[Any, Any], Awaitable[None]]) -> None:
+        import anyio
+
+        try:
+            with job.scope:
+                async with anyio.create_task_group() as inner:
+
+                    async def body() -> None:
+                        try:
+                            await run(job.ready, job.stop)
+                        finally:
+                            inner.cancel_scope.cancel()
+
+                    inner.start_soon(body)
+                    try:
+                        await anyio.sleep_forever()
+                    finally:
+                        # Cancelled (shutdown, or nothing needs it): the file watcher waits in a
+                        # thread, which sees this within a fraction of a second and returns.
+                        job.stop.set()
+        except Exception:
+            log.exception("live resources: watching %s failed; clients are not told of its changes", DESCRIPTIONS[job.name])
+        finally:
+            job.ready.set()  # nobody waits for a watcher that has ended
+            if self._files is job:
+                self._files = None
+            if self._store is job:
+                self._store = None
+
+    async def _watch_files(self, runtime: Runtime, ready: Any, stop: Any) -> None:
+        await watch.watch_files(lambda: list(runtime.projects), self._files_changed, ready=ready, stop=stop)
+
+    async def _poll_store(self, ready: Any, stop: Any) -> None:
+        assert self._runtime is not None
+        store = await self._runtime.store()
+        probe = watch.StoreProbe(store.path)
+        self._probe = probe
+        try:
+            await watch.poll_store(probe, self._store_changed, ready=ready, interval=watch.STORE_POLL_SECONDS)
+        finally:
+            if self._probe is probe:
+                self._probe = None
+
+    async def _stamps(self, uris: Iterable[str]) -> dict[str, Hashable]:
+        import anyio
+
+        wanted = list(uris)
+        out: dict[str, Hashable] = {}
+        files = [u for u in wanted if watch.is_file_uri(u)]
+        if files and self._runtime is not None:
+            out.update(await anyio.to_thread.run_sync(watch.file_stamps, files, list(self._runtime.projects)))
+        rows = [u for u in wanted if watch.is_store_uri(u)]
+        if rows and self._probe is not None:
+            out.update(await anyio.to_thread.run_sync(self._probe.stamps, rows))
+        return out
+
+    async def _compare(self, uris: Iterable[str]) -> list[str]:
+        """The subscribed URIs among ``uris`` that look different from when last seen (in URI order)."""
+        subscribed = self._subscribed()
+        wanted = sorted(u for u in uris if u in subscribed)
+        if not wanted:
+            return []
+        stamps = await self._stamps(wanted)
+        changed = []
+        for uri in wanted:
+            if uri not in stamps:
+                continue
+            if uri in self._known and self._known[uri] != stamps[uri]:
+                changed.append(uri)
+            if uri in self._subscribed():  # not unsubscribed meanwhile
+                self._known[uri] = stamps[uri]
+        return changed
+
+    async def _files_changed(self, uris: set[str] | None, skill_touched: bool) -> None:
+        import anyio
+
+        assert self._runtime is not None
+        async with self._lock:
+            subscribed = self._subscribed()
+            changed = await self._compare(subscribed if uris is None else uris)
+            lists_changed = False
+            if skill_touched:
+                listing = await anyio.to_thread.run_sync(watch.skills_listing, list(self._runtime.projects))
+                lists_changed = self._listing is not None and listing != self._listing
+                self._listing = listing
+        for uri in changed:
+            await self.updated(uri)
+        if lists_changed:
+            log.info("skills changed on disk; notifying clients")
+            await self.changed()
+
+    async def _store_changed(self) -> None:
+        async with self._lock:
+            changed = await self._compare(u for u in self._subscribed() if watch.is_store_uri(u))
+        for uri in changed:
+            await self.updated(uri)
+
+    # --- the notices ----------------------------------------------------------------------
+
     async def changed(self) -> None:
+        """Tell clients that the resource and prompt lists changed."""
         from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged
 
         await self.bus.publish(ResourcesListChanged())
         await self.bus.publish(PromptsListChanged())
-        for session in list(self._legacy.values()):
+        for peer in [p for p in self._peers.values() if p.listed]:
             try:
-                await session.send_resource_list_changed()
-                await session.send_prompt_list_changed()
+                await peer.session.send_resource_list_changed()
+                await peer.session.send_prompt_list_changed()
             except Exception:  # a closed connection: best effort, as the notifications are
                 log.debug("could not notify a connection", exc_info=True)
 
+    async def updated(self, uri: str) -> None:
+        """Tell the clients subscribed to ``uri`` that it changed."""
+        from mcp.server.subscriptions import ResourceUpdated
 
-async def watch_skills(runtime: Runtime, notifier: ChangeNotifier, *, interval: float = SKILL_POLL_SECONDS) -> None:
-    """Poll the skill folders; announce a change when a skill is added, removed or edited."""
-    last = await asyncio.to_thread(skills.fingerprint, list(runtime.projects))
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            now = await asyncio.to_thread(skills.fingerprint, list(runtime.projects))
-        except Exception:
-            log.debug("skill poll failed", exc_info=True)
-            continue
-        if now != last:
-            last = now
-            log.info("skills changed on disk; notifying clients")
-            await notifier.changed()
+        log.debug("resource changed: %s", uri)
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        for peer in [p for p in self._peers.values() if uri in p.uris]:
+            try:
+                await peer.session.send_resource_updated(uri)
+            except Exception:
+                log.debug("could not notify a connection", exc_info=True)
+
+
+async def watch_skills(runtime: Runtime, notifier: ChangeNotifier) -> None:
+    """Run for the server's lifetime (each transport starts it): hosts the watchers live resources need.
+
+    Memory files and skills are watched with watchfiles and sessions followed through the store,
+    each only while a client needs it (see ``ChangeNotifier``); all stop when this is cancelled.
+    """
+    await notifier.serve()
