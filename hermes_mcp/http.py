@@ -2,22 +2,26 @@
 
 Any local process or user can reach a loopback port, so the port alone proves nothing: every
 request carries the token. The SDK checks Host and Origin (DNS rebinding) on loopback hosts.
+Streams are resumable: see ``hermes_mcp.event_store``.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the SDK reads the conformance tool's signature.
 import hmac
 import json
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.tokens import McpToken
 
-__all__ = ["BearerGate", "serve_http"]
+__all__ = ["CONFORMANCE_ENV", "BearerGate", "serve_http"]
 
 log = logging.getLogger(__name__)
+
+# Set to 1 to add the tool the official MCP conformance suite calls to test resumable streams.
+CONFORMANCE_ENV = "HERMES_MCP_CONFORMANCE"
 
 
 class BearerGate:
@@ -56,16 +60,38 @@ class BearerGate:
         await send({"type": "http.response.body", "body": body})
 
 
-async def serve_http(server: Any, host: str, port: int, token: McpToken) -> None:
+def add_conformance_tool(server: Any) -> None:
+    """``test_reconnection``, which the conformance suite's server-sse-polling scenario calls (SEP-1699):
+    it closes its own stream mid-call, and its result arrives on the stream the client resumes."""
+    import anyio
+    from mcp.server.mcpserver import Context
+
+    async def test_reconnection(ctx: Context) -> str:
+        """Close this call's SSE stream, then answer: the client gets the answer by resuming the stream."""
+        await anyio.sleep(0.1)  # the priming event goes out first
+        await ctx.close_sse_stream()
+        await anyio.sleep(0.1)
+        return "Reconnection test completed"
+
+    server.add_tool(test_reconnection, structured_output=False)
+    log.warning("%s is set: serving the conformance suite's test tool test_reconnection", CONFORMANCE_ENV)
+
+
+async def serve_http(server: Any, host: str, port: int, token: "McpToken") -> None:
     """Serve until interrupted; the endpoint is ``http://HOST:PORT/mcp``."""
     import anyio
     import uvicorn
 
     from core.tokens import TOKEN_ENV
+    from hermes_mcp.event_store import RETRY_MS, EventScope, ResumableEvents
     from hermes_mcp.resources import watch_skills
 
+    if os.environ.get(CONFORMANCE_ENV) == "1":
+        add_conformance_tool(server)
+    events = ResumableEvents()
     # The SDK turns on DNS-rebinding protection (Host and Origin checks) for loopback hosts.
-    app: Any = BearerGate(server.streamable_http_app(host=host), token.value)
+    inner = server.streamable_http_app(host=host, event_store=events, retry_interval=RETRY_MS)
+    app: Any = BearerGate(EventScope(inner, events), token.value)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     web = uvicorn.Server(config)
 
