@@ -13,6 +13,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from hermes_mcp import handshake
 from hermes_mcp.completions import install_completions
 from hermes_mcp.logs import install_logging
+from hermes_mcp.protocol_tasks import install_protocol_tasks, with_task_support
 from hermes_mcp.resources import ChangeNotifier, dynamic_resources, register_resources, skill_prompt, skill_prompts
 from hermes_mcp.runtime import Runtime
 from hermes_mcp.sampling import remember_request
@@ -62,6 +63,9 @@ class HermesServer(MCPServer):
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}", data={"name": name})
         return await super().call_tool(name, arguments, context)
 
+    async def list_tools(self) -> list[Any]:
+        return with_task_support(await super().list_tools())  # ask may run as a protocol task (2025-11-25)
+
     async def list_resources(self) -> list[Any]:
         return [*(await super().list_resources()), *(await dynamic_resources(self.runtime))]
 
@@ -83,4 +87,5 @@ def build_server(runtime: Runtime) -> HermesServer:
     notifier.attach(server, runtime)  # resources/subscribe and resources/unsubscribe
     install_logging(server, runtime)
     install_completions(server, runtime)
+    install_protocol_tasks(server, runtime)
     return server

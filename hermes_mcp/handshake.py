@@ -64,6 +64,8 @@ def capabilities() -> dict[str, Any]:
         "resources": {"subscribe": True, "listChanged": True},
         "tools": {"listChanged": False},
         "completions": {},
+        # ask as a protocol task (hermes_mcp.protocol_tasks)
+        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
     }
 
 

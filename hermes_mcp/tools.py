@@ -24,6 +24,7 @@ from hermes_mcp import approvals as approvals_mod
 from hermes_mcp import history
 from hermes_mcp.follow import MAX_WAIT, follow, resumed_task_id
 from hermes_mcp.projects import ProjectRefused, client_roots, confine
+from hermes_mcp.protocol_tasks import runs_as_protocol_task
 from hermes_mcp.runtime import NotReady, Runtime
 from hermes_mcp.tasks import Task, TaskError
 from hermes_mcp.views import (
@@ -201,6 +202,8 @@ def register_tools(server: MCPServer, runtime: Runtime) -> None:
         found = task(resumed) if resumed else await start(ctx, prompt, cwd, session_id, mode)
         if isinstance(found, InputRequiredResult):
             return found
+        if runs_as_protocol_task():
+            return result(found.view())  # the client follows it as a protocol task (hermes_mcp.protocol_tasks)
         outcome = await follow(ctx, runtime, found, wait)
         return outcome if isinstance(outcome, InputRequiredResult) else result(outcome)
 
