@@ -78,6 +78,8 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
     model_check, ready = check_model_configured(config)
     if model_check is not None:
         record(model_check)
+    if config is not None and not config.model:
+        record(Check(None, "No model configured: hermes-mcp will use the client's model where the client offers sampling"))
     if ready and config is not None:
         record(await check_model_reachable(config, timeout))
     else:
