@@ -155,7 +155,7 @@ def project_values(allowed: list[Path], typed: str) -> list[str]:
     given = os.path.expanduser(typed)
     out = [s for s in shown if s.startswith(given)]
     folder, _, start = given.rpartition("/")
-    parent = Path(folder or "/")
+    parent = Path(folder or "/").resolve()
     if not within(parent, allowed):
         return out
     try:

@@ -175,6 +175,7 @@ class LogBridge(logging.Handler):
         while len(self._connections) > MAX_CONNECTIONS:
             self._connections.popitem(last=False)
         self._connections_changed()
+        log.debug("log messages at %s and above go to connection %s", params.level, key)
         return EmptyResult()
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
