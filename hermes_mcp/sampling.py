@@ -389,6 +389,11 @@ class ClientSampling:
 
     # -- carrying steps within a call --------------------------------------------------------
 
+    def waiting(self, task: Task) -> bool:
+        """Whether a model step of ``task`` waits for a call of its client to carry it."""
+        channel = self._channels.get(task.id)
+        return channel is not None and any(not s.future.done() for s in channel.steps.values())
+
     def _waiting(self, ctx: Context, task: Task) -> list[Step]:
         channel = self._channels.get(task.id)
         if channel is None or not channel.steps:

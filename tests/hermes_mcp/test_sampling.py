@@ -7,6 +7,7 @@ model would (in the handshake era as a request during the call, in the 2026-07-2
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -28,7 +29,7 @@ from mcp_types import (
 
 from core.store import SessionStore
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.hermes_mcp.harness import BIN, ERAS, SECRET_KEY, allow_projects, connected, data, error_text, mcp_env
+from tests.hermes_mcp.harness import BIN, ERAS, SECRET_KEY, allow_projects, connected, data, error_text, hermes_mcp, mcp_env
 from tests.hermes_mcp.test_http import http_server
 
 WITH_TOOLS = SamplingCapability(tools=SamplingToolsCapability())
@@ -162,6 +163,30 @@ async def test_an_approval_between_sampled_steps_is_asked_in_the_clients_form(he
     carried_as(mode, model)
 
 
+async def test_a_conversation_with_tool_calls_goes_on_with_a_client_without_tools(hermes_home, project):
+    write = ToolUseContent(id="tu_1", name="write_file", input={"path": "todo.md", "content": "- ship it\n"})
+    with_tools = ClientModel(
+        [
+            CreateMessageResultWithTools(role="assistant", content=[write], model="client-model-7", stop_reason="toolUse"),
+            CreateMessageResultWithTools(role="assistant", content=[TextContent(text="Created.")], model="client-model-7"),
+        ]
+    )
+    async with connected(mcp_env(hermes_home), sampling_callback=with_tools, sampling_capabilities=WITH_TOOLS) as client:
+        first = data(await client.call_tool("ask", {"prompt": "add a todo", "cwd": str(project), "mode": "accept-edits"}))
+    assert first["status"] == "done", first
+    plain = ClientModel([_text("It holds one entry.", model="client-model-8")])
+    async with connected(mcp_env(hermes_home), sampling_callback=plain) as client:
+        view = data(await client.call_tool("ask", {"prompt": "what is in it?", "session_id": first["session_id"]}))
+    assert view["status"] == "done" and view["reply"] == "It holds one entry.", view
+    assert any("client-model-8" in n for n in view["notices"])
+    (params,) = plain.asked
+    blocks = [b for m in params.messages for b in _blocks(m)]
+    assert {b.type for b in blocks} == {"text"}, "without sampling tools the earlier calls travel as text"
+    said = "\n".join(b.text for b in blocks)
+    assert "[called the tool write_file with" in said and "[result of the tool write_file]" in said
+    assert said.index("add a todo") < said.index("write_file") < said.index("Created.") < said.index("what is in it?")
+
+
 async def test_task_start_waits_for_task_wait_to_carry_each_step(hermes_home, project):
     model = ClientModel([_text("Done at last.")])
     async with connected(mcp_env(hermes_home), sampling_callback=model) as client:
@@ -223,3 +248,17 @@ def test_doctor_says_hermes_mcp_uses_the_clients_model_when_none_is_configured(h
         configured = {**env, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY, "HERMES_MODEL": "openai:scripted"}
         result = subprocess.run([str(BIN / "hermes-editor"), "doctor"], capture_output=True, text=True, env=configured, timeout=120)
     assert "client's model" not in result.stdout, result.stdout
+
+
+def test_the_inspector_cli_which_offers_no_sampling_gets_the_no_model_error(hermes_home, project):
+    from tests.hermes_mcp.test_inspector import _inspector
+
+    command = [str(_inspector()), "--cli", hermes_mcp(), "-e", f"HERMES_EDITOR_HOME={hermes_home}", "-e", "HERMES_QUIET=1"]
+    command += ["--method", "tools/call", "--tool-name", "ask", "--tool-arg", "prompt=hi", "--tool-arg", f"cwd={project}"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    # The Inspector exits 5 for a tool result with isError, after printing the result.
+    assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
+    answer = json.loads(proc.stdout)
+    assert answer["isError"] is True
+    text = answer["content"][0]["text"]
+    assert "No model is configured. Run 'hermes-editor setup'" in text and "client's model" not in text, text
