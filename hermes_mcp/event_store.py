@@ -104,7 +104,10 @@ class SessionEvents:
         return self.negotiated is not None and is_version_at_least(self.negotiated, PRIMED_FROM)
 
     def store(self, key: str, message: JSONRPCMessage | None) -> str:
-        stream = self._streams.get(key) or self._open(key)
+        stream = self._streams.get(key)
+        if stream is None or stream.done:
+            # A request id may be used again once answered: the new request is a stream of its own.
+            stream = self._open(key)
         self._seq += 1
         size = len(message.model_dump_json(by_alias=True, exclude_unset=True)) if message is not None else 0
         event = _Event(self._seq, stream, message, size)
@@ -211,9 +214,11 @@ class SessionEvents:
             stream.kept -= 1
             if old.message is not None:
                 stream.lost_after = old.seq
-            if stream.kept == 0 and (stream.done or len(self._streams) > 2 * MAX_EVENTS):
+            if stream.kept == 0 and (stream.done or len(self._numbers) > 2 * MAX_EVENTS):
                 # Finished and fully evicted (or left unanswered among very many): nothing to resume.
-                del self._streams[stream.key], self._numbers[stream.number]
+                del self._numbers[stream.number]
+                if self._streams.get(stream.key) is stream:
+                    del self._streams[stream.key]
 
     def _notify(self) -> None:
         self._changed.set()

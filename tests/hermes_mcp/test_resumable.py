@@ -416,3 +416,24 @@ async def test_a_stream_resumed_twice_is_served_by_the_newer_connection():
     await asyncio.wait_for(newer, 5)  # the answer ends the stream
     assert first == []
     assert [type(e.message).__name__ for e in second] == ["JSONRPCNotification", "JSONRPCResponse"]
+
+
+async def test_a_request_id_used_again_after_its_answer_is_a_stream_of_its_own():
+    """JSON-RPC ids need only be unique among requests in flight: a client may use 1 again once it
+    has its answer, and resuming the second request waits for the second answer."""
+    events = SessionEvents()
+    events.store("1", None)
+    events.store("1", JSONRPCResponse(jsonrpc="2.0", id=1, result={"n": 1}))
+    again = events.store("1", None)
+    stream, seq = events.locate(again)
+    got: list[Any] = []
+
+    async def send(event: Any) -> None:
+        got.append(event)
+
+    follower = asyncio.ensure_future(events.follow(stream, seq, send))
+    await asyncio.sleep(0)
+    assert not follower.done(), "the second request has no answer yet"
+    events.store("1", JSONRPCResponse(jsonrpc="2.0", id=1, result={"n": 2}))
+    await asyncio.wait_for(follower, 5)
+    assert [e.message.result for e in got] == [{"n": 2}]
