@@ -241,6 +241,34 @@ async def test_a_resume_that_cannot_be_served_is_refused_with_the_reason(hermes_
         assert status == 400 and "not the id of an event sent in this session" in body["error"]["message"], name
 
 
+async def test_a_notification_stream_resumed_after_its_events_were_evicted_starts_afresh(hermes_home):
+    """What the standalone GET stream missed is gone, but the client keeps getting notifications: the
+    resume is answered as a new stream (primed again) rather than refused."""
+    with http_server(mcp_env(hermes_home)) as served:
+        async with wire(served.url, served.token) as session:
+            await session.call(2, "resources/list")
+            async with session.stream("GET", headers={"accept": "text/event-stream"}) as response:
+                events = frames(response)
+                primer = await anext(events)
+                _skill(hermes_home / "skills", "fresh", "Brand new")
+                notice = await anext(events)
+            for n in range(MAX_EVENTS // 2 + 1):
+                await session.call(100 + n, "ping")
+            headers = {"accept": "text/event-stream", "last-event-id": primer["id"]}
+            async with session.stream("GET", headers=headers) as again:
+                status = again.status_code
+                fresh = await anext(frames(again))
+    assert priming(primer) and payload(notice)["method"].endswith("/list_changed")
+    assert status == 200 and priming(fresh) and fresh["id"] not in (primer["id"], notice["id"])
+    assert "starts afresh" in (hermes_home / "logs" / "mcp.log").read_text()
+
+
+def _skill(root: Path, name: str, description: str) -> None:
+    path = root / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nDo the thing.\n")
+
+
 async def test_closing_the_session_ends_a_resumed_stream(hermes_home, project):
     with HeldModel() as model, http_server(mcp_env(hermes_home, model.base_url)) as served:
         try:
