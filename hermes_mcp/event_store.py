@@ -42,7 +42,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
 if TYPE_CHECKING:
     from mcp_types import JSONRPCMessage
 
-__all__ = ["MAX_BYTES", "MAX_EVENTS", "RETRY_MS", "EventScope", "ResumableEvents", "SessionEvents"]
+__all__ = ["MAX_BYTES", "MAX_EVENTS", "RETRY_MS", "EventScope", "Refused", "ResumableEvents", "SessionEvents"]
 
 log = logging.getLogger(__name__)
 
