@@ -351,7 +351,7 @@ async def test_the_sdk_client_resumes_a_dropped_call_and_gets_its_result(hermes_
     # The model answered only after every connection was cut: the answer came on a resumed stream.
     assert view["status"] == "done" and view["reply"] == REPLY
     assert b"last-event-id:" in bytes(proxy.sent).lower(), "the client came back with Last-Event-ID"
-    assert len(after.tools) == 13
+    assert "ask" in [t.name for t in after.tools], "the session goes on"
 
 
 async def test_a_stream_the_server_closes_mid_call_is_resumed(hermes_home):
@@ -365,7 +365,7 @@ async def test_a_stream_the_server_closes_mid_call_is_resumed(hermes_home):
         async with wire(served.url, served.token) as session:
             primer, *rest = await session.call(2, "tools/call", {"name": "test_reconnection", "arguments": {}})
             replayed = await session.resume(primer["id"])
-    assert "test_reconnection" in tools and len(tools) == 14
+    assert "test_reconnection" in tools
     assert not result.is_error and result.content[0].text == "Reconnection test completed"
     assert priming(primer) and rest == [], "the server closed the call's stream before answering"
     assert payload(replayed[-1])["result"]["content"][0]["text"] == "Reconnection test completed"
@@ -377,7 +377,9 @@ async def test_the_2026_era_is_served_without_sessions_or_event_ids(hermes_home)
         async with httpx2.AsyncClient(headers={"authorization": f"Bearer {served.token}"}) as http:
             async with Client(streamable_http_client(served.url, http_client=http), mode="2026-07-28", cache=None) as client:
                 found = data(await client.call_tool("sessions_search", {"query": "anything"}))
+                tools = [t.name for t in (await client.list_tools()).tools]
     assert found == {"hits": [], "next_cursor": None}
+    assert "test_reconnection" not in tools, "the conformance suite's tool only with HERMES_MCP_CONFORMANCE=1"
     assert "outside any session" not in (hermes_home / "logs" / "mcp.log").read_text()
 
 
