@@ -188,7 +188,8 @@ class LogBridge(logging.Handler):
         threshold = None
         key = None
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            requested = (ctx.meta or {}).get(LOG_LEVEL_META_KEY)
+            meta = ctx.meta if isinstance(ctx.meta, Mapping) else {}
+            requested = meta.get(LOG_LEVEL_META_KEY)
             threshold = THRESHOLDS.get(requested) if isinstance(requested, str) else None
         else:
             key = _connection_key(ctx)
