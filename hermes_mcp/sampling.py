@@ -60,8 +60,10 @@ log = logging.getLogger(__name__)
 
 # The agent's model name when the client's model answers; steps are labelled "mcp-client:<model>".
 CLIENT_MODEL = "mcp-client"
-# Less than this left in a handshake-era call: the step waits for the next call rather than start now.
+# Time a handshake-era call gives a step it sends, even when less of its own time is left.
 MIN_SAMPLE_SECONDS = 15.0
+# Sampling rounds in one 2026-07-28 call; the SDKs' clients stop a call after 10 rounds of any kind.
+MAX_ROUNDS = 6
 _KEY = "sample:"
 _NO_TOOLS_NOTE = (
     "No tools are available in this conversation: the client's model answers through MCP sampling, and this "
@@ -411,7 +413,11 @@ class ClientSampling:
         if not steps:
             return None
         if _modern(ctx.session):
-            return _input_required(task, steps)
+            rounds = _rounds(ctx)
+            if rounds >= MAX_ROUNDS:
+                # Clients give up on a call after about ten rounds: end this one, task_wait goes on.
+                return task.view()
+            return _input_required(task, steps, rounds + 1)
         if left <= 0:
             return None
         import anyio
@@ -479,10 +485,20 @@ def _refused(why: str) -> SamplingError:
     )
 
 
-def _input_required(task: Task, steps: list[Step]) -> Any:
+def _rounds(ctx: Context) -> int:
+    """Sampling rounds this call has had so far (2026-07-28), from the state the last one carried."""
+    try:
+        state = json.loads(ctx.request_state or "{}")
+    except ValueError:
+        return 0
+    rounds = state.get("rounds") if isinstance(state, dict) else None
+    return rounds if isinstance(rounds, int) else 0
+
+
+def _input_required(task: Task, steps: list[Step], rounds: int) -> Any:
     from mcp_types import CreateMessageRequest, InputRequiredResult
 
-    state = json.dumps({"task": task.id, "sampling": [s.id for s in steps]})
+    state = json.dumps({"task": task.id, "sampling": [s.id for s in steps], "rounds": rounds})
     return InputRequiredResult(input_requests={f"{_KEY}{s.id}": CreateMessageRequest(params=s.params) for s in steps}, request_state=state)
 
 

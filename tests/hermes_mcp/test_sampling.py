@@ -28,6 +28,7 @@ from mcp_types import (
 )
 
 from core.store import SessionStore
+from hermes_mcp.sampling import MAX_ROUNDS
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_mcp.harness import BIN, ERAS, SECRET_KEY, allow_projects, connected, data, error_text, hermes_mcp, mcp_env
 from tests.hermes_mcp.test_http import http_server
@@ -185,6 +186,24 @@ async def test_a_conversation_with_tool_calls_goes_on_with_a_client_without_tool
     said = "\n".join(b.text for b in blocks)
     assert "[called the tool write_file with" in said and "[result of the tool write_file]" in said
     assert said.index("add a todo") < said.index("write_file") < said.index("Created.") < said.index("what is in it?")
+
+
+async def test_a_long_turn_in_the_2026_era_ends_the_call_before_the_clients_round_limit(hermes_home, project):
+    def read(n: int) -> CreateMessageResultWithTools:
+        use = ToolUseContent(id=f"tu_{n}", name="read_file", input={"path": "app.py"})
+        return CreateMessageResultWithTools(role="assistant", content=[use], model="client-model-7", stop_reason="toolUse")
+
+    # Twelve steps: more than the client allows one call (10 rounds), as many as two calls carry.
+    last = CreateMessageResultWithTools(role="assistant", content=[TextContent(text="Read it eleven times.")], model="client-model-7")
+    model = ClientModel([*(read(n) for n in range(11)), last])
+    async with connected(mcp_env(hermes_home), mode="2026-07-28", sampling_callback=model, sampling_capabilities=WITH_TOOLS) as client:
+        first = data(await client.call_tool("ask", {"prompt": "read app.py again and again", "cwd": str(project)}))
+        # The SDK's client stops a call after 10 rounds: the call ends first, saying how to go on.
+        assert first["status"] == "running" and len(model.asked) == MAX_ROUNDS, (first, len(model.asked))
+        assert "task_wait" in first["next"]
+        waited = data(await client.call_tool("task_wait", {"task_id": first["task_id"], "wait": 30}))
+    assert waited["status"] == "done" and waited["reply"] == "Read it eleven times.", waited
+    assert len(model.asked) == 12 and [s["status"] for s in waited["steps"]] == ["completed"] * 11
 
 
 async def test_task_start_waits_for_task_wait_to_carry_each_step(hermes_home, project):
