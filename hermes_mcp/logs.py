@@ -420,6 +420,8 @@ class LogBridge(logging.Handler):
             try:
                 await asyncio.wait_for(session.send_notification(notification, related_request_id=related), SEND_SECONDS)
             except Exception:
+                # Logged, and not sent: whatever is logged while sending stays in the log file.
+                log.debug("could not send a log message to %s", connection.key if connection else "a request", exc_info=True)
                 if connection is not None and self._connections.get(connection.key) is connection:
                     # The connection is gone (or stuck): stop sending to it.
                     del self._connections[connection.key]
