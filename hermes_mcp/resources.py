@@ -210,6 +210,7 @@ class _Job:
     ready: Any  # anyio.Event
     stop: Any  # anyio.Event
     scope: Any  # anyio.CancelScope
+    released: bool = False  # stopped because nothing needs it any more
 
 
 class ChangeNotifier:
@@ -392,9 +393,10 @@ class ChangeNotifier:
         return job
 
     def _stop(self, job: _Job) -> None:
+        job.released = True
         job.stop.set()
         job.scope.cancel()
-        log.info("live resources: stopped watching %s (nothing subscribed needs it)", DESCRIPTIONS[job.name])
+        log.info("live resources: stopped watching %s (no client needs it now)", DESCRIPTIONS[job.name])
 
     async def _run_job(self, job: _Job, run: Callable[[Any, Any], Awaitable[None]]) -> None:
         import anyio
@@ -417,8 +419,11 @@ class ChangeNotifier:
                         # thread, which sees this within a fraction of a second and returns.
                         job.stop.set()
         except Exception:
+            job.released = True
             log.exception("live resources: watching %s failed; clients are not told of its changes", DESCRIPTIONS[job.name])
         finally:
+            if not job.released:
+                log.info("live resources: stopped watching %s (the server is ending)", DESCRIPTIONS[job.name])
             job.ready.set()  # nobody waits for a watcher that has ended
             if self._files is job:
                 self._files = None

@@ -22,6 +22,7 @@ turn writes, at no cost worth measuring while nothing is written.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import re
@@ -62,7 +63,7 @@ RECHECK_MS = 2_000
 STORE_POLL_SECONDS = 1.0
 INDEX_ROWS = 50  # what the hermes://sessions resource lists
 _SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")  # a skill folder's name, as core.learning.skills reads them
-_SCRATCH = re.compile(r"(^\.|~$|\.sw.$|\.py[cod]$|^__pycache__$)")  # editors' and Python's leftovers, not content
+_SCRATCH = re.compile(r"(^\.|~$|\.sw.$|\.___jb_...___$|\.py[cod]$|^__pycache__$)")  # editors' and Python's leftovers, not content
 
 FileChanged = Callable[[set[str] | None, bool], Awaitable[None]]
 
@@ -146,7 +147,7 @@ def file_stamps(uris: Iterable[str], projects: Iterable[Path]) -> dict[str, Hash
     for uri in uris:
         if uri.startswith(MEMORY_PREFIX):
             kind = files.get(uri.removeprefix(MEMORY_PREFIX))
-            out[uri] = _digest(memory.memory_path(kind)) if kind else None
+            out[uri] = _digest(memory.memory_path(kind), shared_lock=True) if kind else None
         elif uri.startswith(SKILL_PREFIX):
             if found is None:
                 found = {s.name: s for s in skills.discover(projects)}
@@ -155,13 +156,22 @@ def file_stamps(uris: Iterable[str], projects: Iterable[Path]) -> dict[str, Hash
     return out
 
 
-def _digest(path: Path) -> bytes:
+def _digest(path: Path, *, shared_lock: bool = False) -> bytes:
+    """A digest of the file's bytes; an absent file reads as empty, as the resources read it.
+
+    ``shared_lock``: wait for a writer holding the file's ``flock`` (memory files are rewritten
+    in place under it), so a half-written file is never what is remembered.
+    """
     try:
-        return hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
+        with open(path, "rb") as handle:
+            if shared_lock:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+            content = handle.read()
     except FileNotFoundError:
-        return hashlib.blake2b(b"", digest_size=16).digest()  # the resource reads an absent file as empty
+        content = b""
     except OSError:
         return b""
+    return hashlib.blake2b(content, digest_size=16).digest()
 
 
 def _skill_stamp(skill_md: Path) -> Hashable:
@@ -199,6 +209,7 @@ async def watch_files(projects: Callable[[], list[Path]], changed: FileChanged, 
 
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch at info
     polling = False
+    failures = 0
     while not stop.is_set():
         folders = Folders.now(projects(), create=True)
 
@@ -223,7 +234,7 @@ async def watch_files(projects: Callable[[], list[Path]], changed: FileChanged, 
             async with contextlib.aclosing(watcher):
                 async for changes in watcher:
                     if fresh:
-                        fresh = False
+                        fresh, failures = False, 0
                         await changed(None, True)
                     if changes:
                         uris, skill_touched = changed_uris((path for _, path in changes), folders)
@@ -231,12 +242,16 @@ async def watch_files(projects: Callable[[], list[Path]], changed: FileChanged, 
                     if Folders.now(projects()).key != folders.key:
                         log.debug("the watched folders changed; watching again")
                         break
-        except Exception as exc:
-            if polling:
+        except OSError as exc:
+            failures += 1
+            if failures > 3:
                 raise
-            # Most often the system's limit on inotify watches (fs.inotify.max_user_watches).
-            log.warning("cannot watch %s for changes (%s); checking them by polling instead", folders.memory.parent, exc)
-            polling = True
+            # Most often the system's limit on inotify watches (fs.inotify.max_user_watches):
+            # polling the few folders watched here costs little.
+            polling = polling or "limit" in str(exc).lower()
+            how = "by polling" if polling else "again"
+            log.warning("cannot watch %s for changes (%s); trying %s", folders.memory.parent, exc, how)
+            await anyio.sleep(1)
 
 
 # --- the store -------------------------------------------------------------------------------
