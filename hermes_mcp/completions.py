@@ -34,7 +34,6 @@ from core.learning import memory, skills
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-    from hermes_mcp.app import HermesServer
     from hermes_mcp.runtime import Runtime
 
 __all__ = ["MAX_VALUES", "Found", "install_completions", "model_values", "project_values"]
@@ -65,7 +64,7 @@ def _by_prefix(names: list[str], typed: str, *, containing: bool = False) -> lis
 class Completer:
     """Answers ``completion/complete`` for one server's prompts and templates."""
 
-    def __init__(self, server: HermesServer, runtime: Runtime) -> None:
+    def __init__(self, server: Any, runtime: Runtime) -> None:
         self._server = server
         self._runtime = runtime
         by_name: dict[str, Provider] = {
@@ -209,8 +208,10 @@ async def _roots(ctx: Any) -> list[Path]:
     return out
 
 
-def install_completions(server: HermesServer, runtime: Runtime) -> Completer:
-    """The ``completions`` capability: ``completion/complete`` for every prompt argument and template variable."""
+def install_completions(server: Any, runtime: Runtime) -> Completer:
+    """The ``completions`` capability: ``completion/complete`` for every prompt argument and template variable.
+
+    ``server`` is ``hermes_mcp.app.HermesServer`` (which imports this module)."""
     from mcp_types import CompleteRequestParams
 
     completer = Completer(server, runtime)

@@ -42,7 +42,6 @@ from core.events import Notice, PermissionNeeded, TextDelta, ToolFinished, ToolS
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-    from hermes_mcp.app import HermesServer
     from hermes_mcp.runtime import Runtime
     from hermes_mcp.tasks import Task
 
@@ -457,8 +456,10 @@ class LogBridge(logging.Handler):
         return out
 
 
-def install_logging(server: HermesServer, runtime: Runtime) -> LogBridge:
-    """The ``logging`` capability: ``logging/setLevel``, the per-request opt-in, and tasks' progress."""
+def install_logging(server: Any, runtime: Runtime) -> LogBridge:
+    """The ``logging`` capability: ``logging/setLevel``, the per-request opt-in, and tasks' progress.
+
+    ``server`` is ``hermes_mcp.app.HermesServer`` (which imports this module)."""
     from mcp_types import SetLevelRequestParams
 
     bridge = LogBridge(runtime)
