@@ -281,6 +281,8 @@ class ChangeNotifier:
             self._release()
 
     def _peer(self, ctx: ServerRequestContext) -> _Peer:
+        # The SDK hands requests no public handle on their connection, and the connection's exit
+        # stack is the one place that learns it ended; without it, the transport's session id.
         connection = getattr(ctx.session, "_connection", None)
         if connection is not None:
             key: Any = connection
