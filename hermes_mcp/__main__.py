@@ -1,8 +1,9 @@
 """``hermes-mcp``: the MCP server Claude Desktop, Cursor and other MCP clients spawn.
 
 stdio by default: stdout carries JSON-RPC only (see ``hermes_mcp.stdio``). The client's
-``initialize`` is answered from ``hermes_mcp.handshake`` while the SDK and the server load in
-a background thread, so that the answer takes milliseconds instead of half a second.
+``initialize`` is answered from ``hermes_mcp.handshake``, and its first ``tools/list``,
+``prompts/list`` and ``resources/list`` from ``hermes_mcp.listing``, while the SDK and the
+server load in a background thread, so that they take milliseconds instead of half a second.
 ``--http HOST:PORT`` serves streamable HTTP instead, and every request must carry the bearer
 token (``HERMES_MCP_TOKEN``, or ``mcp-token`` in the state home, made on first use). Addresses
 other than loopback are served only with a token set explicitly in ``HERMES_MCP_TOKEN``.
@@ -37,12 +38,16 @@ class _Loader(threading.Thread):
         self._options = options
         self.server: Any = None
         self.error: BaseException | None = None
+        # Readable once the server is built (or failed): the main thread waits on it with stdin.
+        self.done, self._done_w = os.pipe()
 
     def run(self) -> None:
         try:
             self.server = _build(**self._options)
         except BaseException as exc:  # re-raised in the main thread
             self.error = exc
+        finally:
+            os.write(self._done_w, b"!")
 
     def result(self) -> Any:
         self.join()
@@ -60,6 +65,8 @@ def _build(allow_auto: bool, trust_client_approvals: bool) -> Any:
     except ConfigError:
         level = "info"
     redactor = setup_logging("mcp", level)
+    # What the early prompts and resources listings read comes first (hermes_mcp.listing).
+    from core.learning import memory, skills  # noqa: F401
     from hermes_mcp.app import build_server
     from hermes_mcp.runtime import Runtime
 
@@ -70,16 +77,19 @@ def _build(allow_auto: bool, trust_client_approvals: bool) -> Any:
     return build_server(Runtime(redactor, allow_auto=allow_auto, trust_client_approvals=trust_client_approvals))
 
 
-async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[bytes | bytearray | None], out_fd: int, drop_id: Any) -> None:
+async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[bytes | bytearray | None], out_fd: int, early: Any) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from hermes_mcp.listing import EarlyLines, EarlyWriter
     from hermes_mcp.resources import watch_skills
     from hermes_mcp.stdio import Lines, Writer
 
-    writer = Writer(out_fd, drop_id)
+    # The SDK's answers to what was answered early are compared and dropped (hermes_mcp.listing).
+    writer = Writer(out_fd) if early is None else EarlyWriter(out_fd, early)
+    lines = Lines(reader, replay, writer.write_message) if early is None else EarlyLines(early, reader, replay, writer.write_message)
     try:
-        async with stdio_server(stdin=Lines(reader, replay, writer.write_message), stdout=writer) as (read, write):  # type: ignore[arg-type]
+        async with stdio_server(stdin=lines, stdout=writer) as (read, write):  # type: ignore[arg-type]
             async with anyio.create_task_group() as group:
                 group.start_soon(watch_skills, server.runtime, server.notifier)
                 await server.lowlevel.run(read, write, server.lowlevel.create_initialization_options())
@@ -91,7 +101,6 @@ async def _serve_stdio(server: Any, reader: io.BufferedReader, replay: list[byte
 def _stdio(options: dict[str, bool]) -> int:
     import asyncio
 
-    from hermes_mcp import handshake
     from hermes_mcp.stdio import protect_stdio, read_line
 
     if os.isatty(0):
@@ -100,21 +109,35 @@ def _stdio(options: dict[str, bool]) -> int:
     protocol_in, protocol_out = protect_stdio()
     loader = _Loader(options)
     loader.start()
-    reader = open(protocol_in, "rb", closefd=False)
-    first = read_line(reader)  # None: over-long, answered once the SDK serves
-    drop_id = None
-    if first and not os.environ.get("HERMES_MCP_NO_FAST_INIT"):
-        answer = handshake.initialize_answer(first)
-        if answer is not None:
-            view = memoryview(answer)
-            while view:
-                view = view[os.write(protocol_out, view) :]
-            drop_id = handshake.initialize_request_id(first)
-    if first == b"":
+    replay: list[bytes | bytearray | None] = []
+    if os.environ.get("HERMES_MCP_NO_FAST_INIT"):
+        early = None
+        reader = open(protocol_in, "rb", closefd=False)
+        replay.append(read_line(reader))  # None: over-long, answered once the SDK serves
+    else:
+        from hermes_mcp.listing import Early, EarlyInput
+
+        # While the SDK loads, the handshake and the first listings are answered here; every line
+        # read is handed to the SDK afterwards, in order (hermes_mcp.handshake, hermes_mcp.listing).
+        early = Early(options)
+        lines = EarlyInput(protocol_in, loader.done)
+        while (line := lines.next_line()) is not None:
+            replay.append(line)
+            if not line:
+                break  # the end of input
+            answer, read_on = early.take(line)
+            if answer is not None:
+                view = memoryview(answer)
+                while view:
+                    view = view[os.write(protocol_out, view) :]
+            if not read_on:
+                break
+        reader = lines.reader()
+    if replay == [b""]:
         return 0  # the client went away before saying anything
     server = loader.result()
     try:
-        asyncio.run(_serve_stdio(server, reader, [first], protocol_out, drop_id))
+        asyncio.run(_serve_stdio(server, reader, replay, protocol_out, early))
     except KeyboardInterrupt:
         pass
     return 0
