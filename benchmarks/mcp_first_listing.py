@@ -112,6 +112,12 @@ def _summarise(rounds: list[dict[str, float]]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--code",
+        metavar="DIR",
+        help="measure the hermes-mcp of another tree of this repository (for example `git archive REV` unpacked), "
+        "its packages first on PYTHONPATH, with this virtualenv's libraries",
+    )
     args = parser.parse_args()
     command = [str(Path(sys.executable).parent / "hermes-mcp")]
     result: dict = {
@@ -127,6 +133,9 @@ def main() -> int:
         (base / "user").mkdir()
         asyncio.run(_seed(home))
         env = {"PATH": os.environ["PATH"], "HOME": str(base / "user"), "HERMES_EDITOR_HOME": str(home), "HERMES_QUIET": "1"}
+        if args.code:
+            env["PYTHONPATH"] = str(Path(args.code).resolve())
+            result["code"] = env["PYTHONPATH"]
         sdk_env = {**env, "HERMES_MCP_NO_FAST_INIT": "1"}
         for era in ("2025-11-25", "2026-07-28"):
             one_round(command, env, base, era)  # the first start keeps what later starts reuse

@@ -31,21 +31,20 @@ are first listed.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import io
 import json
 import logging
 import os
 import select
-import sqlite3
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.state_home import home_path
 from hermes_mcp import handshake
 from hermes_mcp.stdio import Lines, Writer
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["CACHE_FILE", "LISTINGS", "MODERN_VERSIONS", "Early", "EarlyInput", "EarlyLines", "EarlyWriter", "snapshot_path"]
 
@@ -91,6 +90,8 @@ _CHANGED = {"prompts/list": "notifications/prompts/list_changed", "resources/lis
 
 def snapshot_path() -> Path:
     """Where answers kept from an earlier start live: ``cache/mcp-listing.json`` in the state home."""
+    from pathlib import Path
+
     return Path(home_path()) / "cache" / CACHE_FILE
 
 
@@ -104,6 +105,7 @@ def _stamp(path: str) -> list[Any]:
 
 def code_key(options: dict[str, bool]) -> str:
     """A name for the code that shapes the kept answers: change any of it and they are not used."""
+    import hashlib
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -185,10 +187,14 @@ def _dump(result: dict[str, Any], version: str) -> str:
 
 def _iso(timestamp: float) -> str:
     """hermes_mcp.views.iso."""
+    import datetime
+
     return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat(timespec="seconds")
 
 
 def _skills() -> list[Any]:
+    from pathlib import Path
+
     from core.learning import skills
 
     return skills.discover([Path.cwd()])  # the projects a new server shows: its own cwd
@@ -196,6 +202,9 @@ def _skills() -> list[Any]:
 
 def _sessions() -> list[tuple[str, str | None, str, str, float]]:
     """The most recently updated sessions, as the store lists them (read-only; none without a store)."""
+    import sqlite3
+    from pathlib import Path
+
     path = Path(home_path()) / "state.db"
     if not path.exists():
         return []
