@@ -20,7 +20,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from core.messages import UserMessage
 from core.store import SessionStore
 from hermes_mcp import listing, resources
-from tests.hermes_mcp.harness import hermes_mcp, mcp_env
+from tests.hermes_mcp.harness import ERAS, connected, hermes_mcp, mcp_env
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -289,3 +291,67 @@ def test_answers_kept_for_other_code_are_not_used(hermes_home, project):
     answers = exchange(mcp_env(hermes_home), project, _opening("legacy", ("tools/list",)))
     assert len(json.loads(answers[1])["result"]["tools"]) > 0
     assert json.loads(path.read_text())["key"] != "another version", "the SDK's answer is kept under this code's key"
+
+
+async def _lists(env: dict, mode: str, cwd: Path) -> dict:
+    async with connected(env, mode=mode, cwd=cwd) as client:
+        return {
+            "tools": (await client.list_tools()).model_dump(mode="json"),
+            "prompts": (await client.list_prompts()).model_dump(mode="json"),
+            "resources": (await client.list_resources()).model_dump(mode="json"),
+        }
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_sdk_clients_list_the_same_either_way(hermes_home, project, mode):
+    await _seed(hermes_home, project)
+    env = mcp_env(hermes_home)
+    await _lists(env, mode, project)  # the first start keeps what the next ones answer early
+    early = await _lists(env, mode, project)
+    sdk = await _lists({**env, "HERMES_MCP_NO_FAST_INIT": "1"}, mode, project)
+    assert early == sdk
+    assert "ask" in [t["name"] for t in early["tools"]["tools"]] and "release-notes" in [p["name"] for p in early["prompts"]["prompts"]]
+
+
+def _inspector() -> Path:
+    """The MCP Inspector's launcher (npm @modelcontextprotocol/inspector, from package.json)."""
+    launcher = ROOT / "node_modules" / ".bin" / "mcp-inspector"
+    if not launcher.exists():
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=ROOT, check=True, capture_output=True)
+    assert launcher.exists(), "npm install did not install @modelcontextprotocol/inspector: is it in package.json?"
+    return launcher
+
+
+def inspector_run(home: Path, cwd: Path, era: str, method: str, *, sdk_only: bool = False) -> dict:
+    """One Inspector CLI run against the real hermes-mcp (it starts the server for each run)."""
+    env = ["-e", f"HERMES_EDITOR_HOME={home}", "-e", "HERMES_QUIET=1", *(["-e", "HERMES_MCP_NO_FAST_INIT=1"] if sdk_only else [])]
+    command = [str(_inspector()), "--cli", hermes_mcp(), *env, "--cwd", str(cwd), "--protocol-era", era, "--method", method]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_the_inspector_lists_the_same_either_way(hermes_home, project, era):
+    asyncio.run(_seed(hermes_home, project))
+    inspector_run(hermes_home, project, era, "tools/list")  # the first start keeps what the next ones answer early
+    for method in ("tools/list", "prompts/list", "resources/list"):
+        early = inspector_run(hermes_home, project, era, method)
+        assert early == inspector_run(hermes_home, project, era, method, sdk_only=True), method
+    assert "hermes://skills/local-build" in [r["uri"] for r in early["resources"]]
+
+
+def test_the_first_listing_benchmark_prints_its_figures():
+    """benchmarks/mcp_first_listing.py still runs (its figures are never asserted)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "mcp_first_listing.py"), "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(proc.stdout)
+    for era in ("2025-11-25", "2026-07-28"):
+        assert set(figures[era]) == {"early", "sdk_only", "cold"}
+        assert {"tools/list_ms", "prompts/list_ms", "resources/list_ms"} <= set(figures[era]["early"])

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.hermes_mcp.harness import allow_projects, call, hermes_mcp, mcp_env
+from tests.hermes_mcp.harness import ERAS, allow_projects, call, connected, hermes_mcp, mcp_env
 
 TASKS_CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 RELATED = "io.modelcontextprotocol/related-task"
@@ -292,3 +292,31 @@ async def test_the_2026_era_has_no_protocol_tasks(hermes_home, project):
     assert "tasks" not in discovered["capabilities"]
     assert unknown.value.code == -32601
     assert "task" not in answered and answered["structuredContent"]["reply"] == "Plain answer.", "the task field is not of this era"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_sdk_clients_see_ask_as_a_task_only_in_the_handshake_era(hermes_home, mode):
+    async with connected(mcp_env(hermes_home), mode=mode) as client:
+        tasks = client.server_capabilities.tasks
+        ask = next(t for t in (await client.list_tools()).tools if t.name == "ask")
+    if mode == "legacy":
+        assert (
+            tasks is not None and tasks.requests is not None and tasks.requests.tools is not None and tasks.requests.tools.call is not None
+        )
+        assert tasks.list is not None and tasks.cancel is not None
+        assert ask.execution is not None and ask.execution.task_support == "optional"
+    else:
+        assert tasks is None and ask.execution is None
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_the_inspector_sees_ask_as_a_task_only_in_the_handshake_era(hermes_home, era):
+    from tests.hermes_mcp.test_fast_listing import inspector_run
+
+    opened = inspector_run(hermes_home, hermes_home.parent, era, "initialize")
+    tools = {t["name"]: t for t in inspector_run(hermes_home, hermes_home.parent, era, "tools/list")["tools"]}
+    if era == "legacy":
+        assert opened["capabilities"]["tasks"] == TASKS_CAPABILITY
+        assert tools["ask"]["execution"] == {"taskSupport": "optional"}
+    else:
+        assert "tasks" not in opened["capabilities"] and "execution" not in tools["ask"]
