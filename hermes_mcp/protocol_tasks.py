@@ -18,10 +18,12 @@ the client follows it with:
 
 One task, two views: the protocol task's id is the agent task's id (``hermes_mcp.tasks``), so
 ``task_status``, ``task_wait`` and ``task_cancel`` see and steer the same task, and a cancel
-from either side shows in both. Tasks live as long as this process (at least ``ttl``: the
-requested one within one minute and a day, an hour by default; a finished task is forgotten
-after it). In the 2026-07-28 era tasks are an extension we do not offer: ``task`` is ignored
-there and the ``tasks/*`` methods are unknown.
+from either side shows in both. Tasks live as long as this process; a finished one is
+forgotten once its ``ttl`` has passed (the client's, within a minute and a day; an hour by
+default) or when 200 newer ones have finished (its conversation stays in the store). Questions
+asked while ``tasks/result`` waits carry the task in ``_meta`` (related-task). In the
+2026-07-28 era tasks are an extension we do not offer: ``task`` is ignored there and the
+``tasks/*`` methods are unknown.
 """
 
 from __future__ import annotations
@@ -298,13 +300,11 @@ class ProtocolTasks:
 
     async def _follow(self, ctx: ServerRequestContext[Any, Any], record: Record) -> None:
         """Wait for the end; ask the task's approvals in the client's form where it has one."""
-        from mcp.server.mcpserver import Context
-
         from hermes_mcp.follow import MAX_WAIT, can_elicit, follow
 
         task = record.task
         assert task is not None
-        context: Any = Context(request_context=ctx, mcp_server=self._server)
+        context = _task_context(ctx, self._server, record.id)
         elicit = can_elicit(context)
         asked: set[str] = set()
         while not record.terminal:
@@ -378,6 +378,34 @@ class ProtocolTasks:
             if oldest is None:
                 return
             del self._records[oldest]
+
+
+def _task_context(ctx: ServerRequestContext[Any, Any], server: MCPServer, task_id: str) -> Any:
+    """The tool context for following a task from ``tasks/result``: its questions to the user
+    carry the task they are for (``_meta`` related-task), as the protocol asks."""
+    from mcp.server.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation, render_elicitation_schema
+    from mcp.server.mcpserver import Context
+    from mcp.shared.message import ServerMessageMetadata
+    from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult
+    from pydantic import ValidationError
+
+    class TaskContext(Context):
+        async def elicit(self, message: str, schema: Any) -> Any:
+            params = ElicitRequestFormParams.model_validate(
+                {"message": message, "requestedSchema": render_elicitation_schema(schema), "_meta": {RELATED_TASK: {"taskId": task_id}}},
+                by_name=False,
+            )
+            answer = await self.request_context.session.send_request(
+                ElicitRequest(params=params), ElicitResult, metadata=ServerMessageMetadata(related_request_id=self.request_id)
+            )
+            if answer.action == "accept":
+                try:
+                    return AcceptedElicitation(data=schema.model_validate(answer.content or {}))
+                except ValidationError as exc:
+                    raise ValueError("the answer does not fit the question") from exc
+            return DeclinedElicitation() if answer.action == "decline" else CancelledElicitation()
+
+    return TaskContext(request_context=ctx, mcp_server=server)  # type: ignore[call-arg]
 
 
 def install_protocol_tasks(server: MCPServer, runtime: Runtime) -> ProtocolTasks:

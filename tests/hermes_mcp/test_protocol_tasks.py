@@ -250,6 +250,7 @@ async def test_an_approval_makes_the_task_input_required_and_tasks_result_asks_t
     assert waiting["taskId"] == task_id
     assert seen["status"] == "input_required" and "approval" in seen["statusMessage"] and "hermes-editor approvals" in seen["statusMessage"]
     assert [r["method"] for r in asked] == ["elicitation/create"] and "todo.md" in json.dumps(asked[0]["params"])
+    assert asked[0]["params"]["_meta"][RELATED] == {"taskId": task_id}, "the question names its task"
     assert result["structuredContent"]["status"] == "done" and result["structuredContent"]["reply"] == "Created."
     assert (project / "todo.md").read_text() == "- ship it\n"
 
