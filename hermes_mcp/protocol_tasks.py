@@ -299,7 +299,8 @@ class ProtocolTasks:
         return self._payload(ctx, record)
 
     async def _follow(self, ctx: ServerRequestContext[Any, Any], record: Record) -> None:
-        """Wait for the end; ask the task's approvals in the client's form where it has one."""
+        """Wait for the end; ask the task's approvals in the client's form where it has one, and carry
+        the steps of the client's model when it answers for the task (sampling)."""
         from hermes_mcp.follow import MAX_WAIT, can_elicit, follow
 
         task = record.task
@@ -307,9 +308,11 @@ class ProtocolTasks:
         context = _task_context(ctx, self._server, record.id)
         elicit = can_elicit(context)
         asked: set[str] = set()
+        sampling = getattr(self._runtime, "sampling", None)
         while not record.terminal:
             fresh = [r.id for r in task.open_approvals() if r.id not in asked]
-            if fresh and elicit:
+            # A step of the client's own model (no model configured) is carried by this call too.
+            if (fresh and elicit) or (sampling is not None and sampling.waiting(task)):
                 await follow(context, self._runtime, task, MAX_WAIT)
                 asked.update(fresh)
                 asked.update(r.id for r in task.open_approvals())  # dismissed: not asked again here

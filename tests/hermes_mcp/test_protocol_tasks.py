@@ -255,6 +255,23 @@ async def test_an_approval_makes_the_task_input_required_and_tasks_result_asks_t
     assert (project / "todo.md").read_text() == "- ship it\n"
 
 
+async def test_a_task_on_the_clients_model_is_carried_by_tasks_result(hermes_home, project):
+    """No model configured: the client's model answers (sampling), and tasks/result carries its steps."""
+
+    def sample(request: dict) -> dict:
+        assert request["method"] == "sampling/createMessage", request
+        return {"role": "assistant", "content": {"type": "text", "text": "From the client's model."}, "model": "client-model-7"}
+
+    async with raw_client(mcp_env(hermes_home), capabilities={"sampling": {}}, answer=sample) as client:
+        task_id = (await client.request("tools/call", _ask(project, "say hello")))["task"]["taskId"]
+        result = await client.request("tasks/result", {"taskId": task_id})
+        asked = [r["method"] for r in client.server_requests]
+    view = result["structuredContent"]
+    assert view["status"] == "done" and view["reply"] == "From the client's model.", view
+    assert "sampling/createMessage" in asked
+    assert "client-model-7" in json.dumps(view), "the result says which model answered"
+
+
 async def test_what_cannot_run_as_a_task_is_told_so(hermes_home, project, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
