@@ -234,9 +234,7 @@ class Gateway:
         await asyncio.gather(*connects, return_exceptions=True)
         log.info("stopping: no new messages; letting work in flight finish (%ss)", cfg.gateway.shutdown_grace)
         for platform in self.platforms.values():
-            stop_receiving = getattr(platform, "stop_receiving", None)
-            if stop_receiving is not None:
-                await self._quietly(stop_receiving())
+            await self._quietly(platform.stop_receiving())
         await asyncio.gather(self.conversations.drain(cfg.gateway.shutdown_grace), self.scheduler.drain(cfg.gateway.shutdown_grace))
         for task in self._loops:
             task.cancel()

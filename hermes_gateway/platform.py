@@ -193,6 +193,10 @@ class Platform(abc.ABC):
         """Connect and begin delivering events. Returns once connected; raises (``PlatformDown``
         preferably) when it cannot, and is then called again after a backoff."""
 
+    async def stop_receiving(self) -> None:  # noqa: B027 - optional, a no-op by default
+        """Take no new messages (the first step of a graceful shutdown); sending still works, so
+        turns in flight can finish. ``stop`` follows."""
+
     @abc.abstractmethod
     async def stop(self) -> None:
         """Stop receiving and close connections; safe to call when never started."""

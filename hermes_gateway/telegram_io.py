@@ -1,6 +1,7 @@
 """Sending to Telegram: chunked, HTML first with a plain-text fallback, never silently dropped.
 
-Every long text is split (``render.split_markdown``) and numbered; each chunk is sent as
+``fit_chunks`` splits a long text (``render.split_markdown``) so that each chunk still fits once
+rendered; ``hermes_gateway.platform.send_long`` numbers and sends them. Each chunk is sent as
 HTML and, when Telegram rejects the markup ("can't parse entities"), sent again as plain
 text. A failure that is not about markup propagates, so callers (cron delivery) can retry.
 """
@@ -14,9 +15,9 @@ from typing import Any
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, RetryAfter
 
-from hermes_gateway.render import LIMIT, number_chunks, split_markdown, to_html
+from hermes_gateway.render import LIMIT, split_markdown, to_html
 
-__all__ = ["Target", "edit_text", "fit_chunks", "send_long", "send_text"]
+__all__ = ["Target", "edit_text", "fit_chunks", "send_text"]
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,6 @@ class Target:
     def __init__(self, chat_id: int, thread_id: int | None = None) -> None:
         self.chat_id = chat_id
         self.thread_id = thread_id
-
-    @property
-    def key(self) -> str:
-        return f"{self.chat_id}:{self.thread_id or 0}"
 
     def kwargs(self) -> dict[str, Any]:
         return {"chat_id": self.chat_id, "message_thread_id": self.thread_id} if self.thread_id else {"chat_id": self.chat_id}
@@ -98,21 +95,3 @@ def fit_chunks(markdown: str) -> list[str]:
         smaller = max(512, int(len(chunk) * LIMIT / rendered) - 64)
         todo[:0] = split_markdown(chunk, limit=smaller)
     return out
-
-
-async def send_long(bot: Any, target: Target, markdown: str, *, first_message_id: int | None = None) -> list[int]:
-    """Send ``markdown`` however long: split, numbered, each chunk HTML or plain.
-
-    With ``first_message_id`` the first chunk replaces that message (the streamed draft).
-    Returns the message ids used.
-    """
-    chunks = number_chunks(fit_chunks(markdown)) or ["(empty reply)"]
-    ids: list[int] = []
-    for index, chunk in enumerate(chunks):
-        if index == 0 and first_message_id is not None:
-            await edit_text(bot, target, first_message_id, chunk)
-            ids.append(first_message_id)
-            continue
-        sent = await send_text(bot, target, chunk)
-        ids.append(sent.message_id)
-    return ids
