@@ -103,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.send_json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
             return
-        spec = owner.record_and_next(body, {k.lower(): v for k, v in self.headers.items()})
+        spec = owner.record_and_next(body, {k.lower(): v for k, v in self.headers.items()}, raw)
         try:
             owner.respond(self, spec, body)
         except _Disconnect:
@@ -160,6 +160,8 @@ class ScriptedServer:
 
     post_paths: tuple[str, ...] = ()
     base_path: str = ""
+    # Also keep each request body's bytes as they came (``raw_requests``), for byte-level checks.
+    keep_raw: bool = False
 
     def __init__(self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0, model: str = "scripted") -> None:
         self.script: Script = script if script is not None else []
@@ -167,6 +169,7 @@ class ScriptedServer:
         self.port = port
         self.model = model
         self.requests: list[dict] = []
+        self.raw_requests: list[bytes] = []  # filled when ``keep_raw`` is set, in the order of ``requests``
         self.headers: list[dict[str, str]] = []
         self.gets: list[tuple[str, dict[str, str]]] = []  # (path, lower-cased headers) of each GET
         self._lock = threading.Lock()
@@ -214,10 +217,12 @@ class ScriptedServer:
 
     # -- scripting -------------------------------------------------------------------------------
 
-    def record_and_next(self, body: dict, headers: dict[str, str]) -> Spec:
+    def record_and_next(self, body: dict, headers: dict[str, str], raw: bytes = b"") -> Spec:
         """Record a request and pick the spec that answers it."""
         with self._lock:
             self.requests.append(body)
+            if self.keep_raw:
+                self.raw_requests.append(raw)
             self.headers.append(headers)
             self._changed.notify_all()
             if callable(self.script):

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
         ("code_shape.py", ["HEAD", "HEAD"], "after"),
         ("host_overhead.py", ["--rounds", "2"], "hosts"),
+        ("prompt_cache.py", ["--steps", "6", "--wire", "openai", "--window", "0"], "runs"),
     ],
 )
 def test_benchmark_prints_its_figures(script, args, key):
