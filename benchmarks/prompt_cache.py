@@ -27,10 +27,11 @@ a turn is compared with the last of the turn before under ``turn_boundaries``: a
 changes the system prompt there by design (skills are listed from the next turn, memory from
 the next session).
 
-Run: .venv/bin/python benchmarks/prompt_cache.py [--steps 30] [--wire openai anthropic] [--window 0 16000]
+Run: .venv/bin/python benchmarks/prompt_cache.py [--steps 30] [--wire openai anthropic] [--window 0 16000] [--code DIR]
 (``--steps``: model requests of the first turn, its last one the answer; ``--window``: the
 model's context window in tokens for a run, 0 for the provider's default; a small one makes the
-turn cross compaction boundaries.)
+turn cross compaction boundaries; ``--code``: the ``hermes-acp`` of another tree of the
+repository, such as a ``git worktree`` of an older revision.)
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ __all__ = ["Canonical", "canonical", "compare", "conversation_of", "is_side_requ
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "[Ephemeral reminder"
 SUBAGENT_MARK = "# You are a subagent"
+SUMMARY_PROMPT_START = "Summarise the conversation above"
 SUMMARY_MARK = "<summary of the conversation since this request"
 PRUNED_MARK = "[tool output pruned to save context"
+CUT_MARK = "tool output cut to save context"
 SKILL_NAME = "bench-release-notes"
 MEMORY_TEXT = "Release notes live in docs/CHANGES.md; each entry names the module it changes."
 PROMPTS = (
@@ -210,22 +213,18 @@ def compare(before: Canonical, after: Canonical) -> Comparison:
     return Comparison(holds, common, len(after.data), divergence)
 
 
-def _compaction_between(before: dict, after: dict) -> str | None:
-    """What compression changed between two requests of a conversation: a summary or more pruned outputs."""
-    a, b = _dumps(before.get("messages")), _dumps(after.get("messages"))
-    if b.count(SUMMARY_MARK) and (not a.count(SUMMARY_MARK) or _summary_of(before) != _summary_of(after)):
+def _compaction_between(before: dict, after: dict, summarised: bool) -> str | None:
+    """What compression changed between two requests of a conversation: a summary (``summarised``:
+    a summary request came between them), more outputs pruned, or outputs cut."""
+    if summarised:
         return "summary"
-    if b.count(PRUNED_MARK) > a.count(PRUNED_MARK):
-        return "pruned outputs"
+    a, b = _dumps(before.get("messages")), _dumps(after.get("messages"))
+    if b.count(SUMMARY_MARK) > a.count(SUMMARY_MARK):
+        return "summary"
+    for mark, what in ((PRUNED_MARK, "pruned outputs"), (CUT_MARK, "outputs cut")):
+        if b.count(mark) > a.count(mark) and b.find(mark) < len(b) - len(_dumps(after["messages"][-1:])):
+            return what
     return None
-
-
-def _summary_of(body: dict) -> str:
-    for message in body.get("messages") or []:
-        text = _text(message.get("content"))
-        if SUMMARY_MARK in text:
-            return text
-    return ""
 
 
 # -- the scripted model ------------------------------------------------------------------------------
@@ -297,7 +296,7 @@ class Recorder:
         self.turns.append(self.turn)
         who = conversation_of(body)
         if who == "side":
-            return {"text": "Summary: the modules under src/ were read and summarised; memory and a skill were saved."}
+            return {"text": f"Summary {len(self.turns)}: the modules under src/ were read; memory and a skill were saved."}
         key = f"{self.turn}:{who}"
         step = self.counts.get(key, 0)
         self.counts[key] = step + 1
@@ -354,7 +353,7 @@ def hermes_acp() -> str:
     return str(path) if path.exists() else str(ROOT / ".venv" / "bin" / "hermes-acp")
 
 
-def environment(tmp: Path, wire: str, base_url: str) -> dict[str, str]:
+def environment(tmp: Path, wire: str, base_url: str, code: str | None = None) -> dict[str, str]:
     env = {"HERMES_EDITOR_HOME": str(tmp / "home"), "HOME": str(tmp / "user-home"), "PATH": os.environ["PATH"], "HERMES_QUIET": "1"}
     if wire == "anthropic":
         env.update(
@@ -362,10 +361,12 @@ def environment(tmp: Path, wire: str, base_url: str) -> dict[str, str]:
         )
     else:
         env.update({"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-bench-000000", "HERMES_MODEL": "openai:scripted"})
+    if code:
+        env["PYTHONPATH"] = code  # another tree of the repository (a worktree of an older revision)
     return env
 
 
-async def drive(wire: str, recorder: Recorder, tmp: Path, window: int) -> tuple[ScriptedServer, dict]:
+async def drive(wire: str, recorder: Recorder, tmp: Path, window: int, code: str | None = None) -> tuple[ScriptedServer, dict]:
     """Two turns of one session, then one prompt in a new session; the recording server."""
     project = tmp / "project"
     home = tmp / "home"
@@ -381,7 +382,7 @@ async def drive(wire: str, recorder: Recorder, tmp: Path, window: int) -> tuple[
         async with acp.spawn_agent_process(
             editor,  # type: ignore[arg-type]  # the SDK's Client protocol, structurally
             hermes_acp(),
-            env=environment(tmp, wire, server.base_url),
+            env=environment(tmp, wire, server.base_url, code),
             cwd=str(project),
             transport_kwargs={"stderr": subprocess.DEVNULL},
         ) as (conn, _process):
@@ -449,7 +450,8 @@ class TurnFigures:
 
 def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
     """Per conversation and turn: each request beside the previous one of its conversation."""
-    last: dict[str, tuple[int, dict, Canonical]] = {}
+    last: dict[str, tuple[int, dict, Canonical, int]] = {}
+    summaries = [i for i, b in enumerate(bodies) if is_side_request(b) and SUMMARY_PROMPT_START in _dumps(b.get("messages"))]
     figures: dict[str, TurnFigures] = {}
     boundaries = []
     side = 0
@@ -487,8 +489,9 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
                 }
             )
         else:
-            figure.add(len(raw), compare(previous[2], here), index, _compaction_between(previous[1], body))
-        last[key] = (turn, body, here)
+            summarised = any(s in range(previous[3], index) for s in summaries)
+            figure.add(len(raw), compare(previous[2], here), index, _compaction_between(previous[1], body, summarised))
+        last[key] = (turn, body, here, index)
     return {
         "wire_exact": wire_exact,
         "most_cache_breakpoints": breakpoints,
@@ -498,12 +501,12 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
     }
 
 
-async def run(wire: str, steps: int, window: int, delegate: bool = True) -> dict:
+async def run(wire: str, steps: int, window: int, delegate: bool = True, code: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         files, tests = make_project(tmp / "project", modules=max(4, min(steps, 24)))
         recorder = Recorder(Plan(steps, files, tests, delegate=delegate))
-        server, driven = await drive(wire, recorder, tmp, window)
+        server, driven = await drive(wire, recorder, tmp, window, code)
         bodies = [r.get("body", r) for r in server.requests]
         figures = analyse(bodies, server.raw_requests, recorder.turns)
         next_session = [b for b, t in zip(bodies, recorder.turns) if t >= len(PROMPTS) and not is_side_request(b)]
@@ -528,17 +531,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30, help="model requests in the first turn (its last one answers)")
     parser.add_argument("--wire", nargs="+", choices=("openai", "anthropic"), default=["openai", "anthropic"])
     parser.add_argument("--window", nargs="+", type=int, default=[0, 16000], help="context windows in tokens (0: the default)")
+    parser.add_argument("--code", help="run the hermes-acp of another tree of the repository (for a before/after)")
     args = parser.parse_args(argv)
+    code = str(Path(args.code).resolve()) if args.code else None
     if args.steps < 6:
         parser.error("--steps must be at least 6 (reads, a memory write, a skill, a subagent, an answer)")
     runs = []
     for wire in args.wire:
         for window in args.window:
-            result = asyncio.run(run(wire, args.steps, window))
+            result = asyncio.run(run(wire, args.steps, window, code=code))
             result["totals"] = summary_line(result)
             runs.append(result)
     holds = all(c["breaks"] == c["breaks_at_compaction"] for r in runs for c in r["conversations"].values())
-    print(json.dumps({"benchmark": "prompt_cache", "prefix_holds_outside_compaction": holds, "runs": runs}, indent=2, ensure_ascii=False))
+    out = {"benchmark": "prompt_cache", "code": code or str(ROOT), "prefix_holds_outside_compaction": holds, "runs": runs}
+    print(json.dumps(out, indent=2, ensure_ascii=False))
     return 0
 
 
