@@ -8,7 +8,15 @@ the turns (no model request for 0.5 s). Where the reference is installed
 (benchmarks/reference.py), its ``hermes-acp`` is measured the same way with its own read tool,
 and the ratios reference / ours are printed. Model requests outside the turns (a title, the
 reference's background review) are answered at once with a short text and counted.
-Run: .venv/bin/python benchmarks/acp_step_overhead.py [--steps N] [--rounds N] [--reference-venv PATH]
+
+``--history 10,2000``: the same turns in sessions that already hold that many messages (written
+to the store before the server starts, then opened with ``session/load``), one session per size
+in one server, their rounds interleaved; prints each size side by side and the ratio of the
+largest to the smallest. Each request of a long session is larger, so the model's round trip is
+also measured with the largest request of each session sent as it is (``same_size``), and the
+overhead beyond it printed too. The model's window is set large (2M tokens) so that no request
+is compressed. No reference (it cannot open our sessions).
+Run: .venv/bin/python benchmarks/acp_step_overhead.py [--steps N] [--rounds N] [--history N,N] [--reference-venv PATH]
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import acp
 from acp.schema import AllowedOutcome, ClientCapabilities, RequestPermissionResponse
 
 from benchmarks.reference import Reference, add_option, find, ratio
+from core.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, UserMessage
+from core.store import SessionStore
 from hermes_cli.scripted_model import ScriptedOpenAIServer
 
 # Run with each server's own interpreter, so that the round trip is the one its SDK makes.
@@ -36,21 +46,31 @@ ROUND_TRIP = """
 import asyncio, statistics, sys, time
 import openai
 
-async def main(base_url, rounds):
+async def main(base_url, rounds, body_file=None):
     client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench-000000", max_retries=0)
+    body = None
+    if body_file:  # a request of the server's, sent as it is (as the server sends it)
+        import json
+        with open(body_file) as handle:
+            body = json.load(handle)
+        model = body.pop("model", "scripted")
+        body.pop("stream", None)
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
-        stream = await client.chat.completions.create(
-            model="scripted", messages=[{"role": "user", "content": "x"}], stream=True, stream_options={"include_usage": True}
-        )
+        if body is None:
+            stream = await client.chat.completions.create(
+                model="scripted", messages=[{"role": "user", "content": "x"}], stream=True, stream_options={"include_usage": True}
+            )
+        else:
+            stream = await client.chat.completions.create(model=model, messages=[], stream=True, extra_body=body)
         async for _chunk in stream:
             pass
         times.append(time.perf_counter() - started)
     await client.close()
     print(statistics.median(times) * 1000)
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+asyncio.run(main(*sys.argv[1:2], int(sys.argv[2]), *sys.argv[3:4]))
 """
 
 
@@ -120,8 +140,15 @@ def script(steps: int, read: Callable[[str], tuple[str, dict]]):
     return respond
 
 
-def model_round_trip(python: str, base_url: str, rounds: int) -> float:
-    out = subprocess.run([python, "-c", ROUND_TRIP, base_url, str(rounds)], capture_output=True, text=True, check=True)
+def model_round_trip(python: str, base_url: str, rounds: int, body: dict | None = None) -> float:
+    """Median milliseconds of one streamed request, a one-word one or ``body`` as it is."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
+        extra = []
+        if body is not None:
+            json.dump(body, handle)
+            handle.flush()
+            extra = [handle.name]
+        out = subprocess.run([python, "-c", ROUND_TRIP, base_url, str(rounds), *extra], capture_output=True, text=True, check=True)
     return float(out.stdout.strip())
 
 
@@ -132,6 +159,21 @@ async def idle(server: ScriptedOpenAIServer, quiet: float = 0.5, limit: float = 
     while time.monotonic() < deadline and seen != len(server.requests):
         seen = len(server.requests)
         await asyncio.sleep(quiet)
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time the process has used, in milliseconds: the run time of each of its threads (in
+    nanoseconds, /proc/PID/task/*/schedstat), or its user and system ticks where that is missing."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as handle:
+                total += int(handle.read().split()[0])
+        return total / 1e6
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int) -> int:
@@ -185,7 +227,132 @@ async def measure(
     }
 
 
-async def run(steps: int, rounds: int, reference: Reference | None) -> dict:
+def seeded_history(count: int) -> list[Message]:
+    """``count`` earlier messages: exchanges of a question, a read, its output and an answer."""
+    out: list[Message] = []
+    i = 0
+    while len(out) + 4 <= count:
+        call = ToolCallPart(id=f"s{i}", name="read_file", arguments={"path": f"notes-{i % 50}.txt"})
+        out.append(UserMessage.of(f"Step {i}: what does notes {i % 50} say?"))
+        out.append(AssistantMessage(parts=[TextPart(text="Reading it."), call], model="openai:scripted"))
+        out.append(ToolResultMessage(tool_call_id=f"s{i}", tool_name="read_file", content=f"note {i}: all is well\n" * 3))
+        out.append(AssistantMessage(parts=[TextPart(text=f"Notes {i % 50} say all is well (step {i}).")], model="openai:scripted"))
+        i += 1
+    while len(out) < count:
+        out.append(UserMessage.of("And then?") if len(out) % 2 == 0 else AssistantMessage(parts=[TextPart(text="Nothing more.")]))
+    return out
+
+
+async def seed_sessions(db: Path, cwd: Path, sizes: list[int]) -> dict[int, str]:
+    """A stored session per size holding that many messages; their ids by size."""
+    async with SessionStore.open(db) as store:
+        ids = {}
+        for size in sizes:
+            record = await store.create_session(cwd=str(cwd), surface="acp", model="openai:scripted", title=f"{size} messages")
+            for message in seeded_history(size):
+                await store.append_message(record.id, message)
+            ids[size] = record.id
+        return ids
+
+
+async def measure_histories(
+    command: list[str], env_for: Callable[[str], dict], project: Path, db: Path, steps: int, rounds: int, sizes: list[int]
+) -> dict:
+    """Per size, the overhead per step of turns in a session that already holds that many
+    messages; the sizes' rounds interleaved in one server. After each turn the model's round trip
+    is measured from here (the same SDK as the server's), for a one-word request and for the
+    turn's last request sent as it is, so that each turn's figure subtracts a round trip taken
+    under the same load."""
+    import openai
+
+    ids = await seed_sessions(db, project, sizes)
+
+    def read_call(path: str) -> tuple[str, dict]:
+        return "read_file", {"path": path}
+
+    async def round_trip(model: openai.AsyncOpenAI, body: dict | None, times: int = 5) -> float:
+        took = []
+        for _ in range(times):
+            started = time.perf_counter()
+            if body is None:
+                stream = await model.chat.completions.create(
+                    model="scripted", messages=[{"role": "user", "content": "x"}], stream=True, stream_options={"include_usage": True}
+                )
+            else:
+                stream = await model.chat.completions.create(model="scripted", messages=[], stream=True, extra_body=body)
+            async for _chunk in stream:
+                pass
+            took.append(time.perf_counter() - started)
+        return statistics.median(took) * 1000
+
+    with ScriptedOpenAIServer(script(steps, read_call)) as server:
+        client = QuietClient(allow=False)
+        model = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-bench-000000", max_retries=0)
+        # (step, small round trip, same-size round trip, server CPU per step)
+        rows: dict[int, list[tuple[float, float, float, float]]] = {size: [] for size in sizes}
+        largest: dict[int, dict] = {}
+        calls = 0  # model requests of the measured turns
+        async with acp.spawn_agent_process(
+            client, command[0], *command[1:], env=env_for(server.base_url), cwd=project, transport_kwargs={"stderr": subprocess.DEVNULL}
+        ) as (conn, process):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+            for size in sizes:
+                await conn.load_session(cwd=str(project), session_id=ids[size], mcp_servers=[])
+                await conn.prompt(session_id=ids[size], prompt=[acp.text_block("warm up")])
+            await round_trip(model, None)  # the SDK's own first-use costs
+            for _ in range(rounds):
+                for size in sizes:
+                    before = len(server.requests)
+                    cpu = cpu_ms(process.pid)
+                    started = time.perf_counter()
+                    answer = await conn.prompt(session_id=ids[size], prompt=[acp.text_block("read it")])
+                    step = (time.perf_counter() - started) * 1000 / (steps + 1)
+                    cpu = (cpu_ms(process.pid) - cpu) / (steps + 1)
+                    assert answer.stop_reason == "end_turn", answer
+                    calls += sum(1 for r in server.requests[before:] if turn_of(r) is not None and _session_of(r, size))
+                    # The turn's last request: the largest it sent.
+                    last = dict(server.requests[-1])
+                    assert turn_of(last) is not None and _session_of(last, size), "the turn's last request"
+                    largest[size] = last
+                    body = {k: v for k, v in last.items() if k not in ("model", "stream")}
+                    rows[size].append((step, await round_trip(model, None), await round_trip(model, body), cpu))
+            await idle(server)
+            idle_rss = rss_kb(process.pid)
+        await model.close()
+        assert calls == len(sizes) * rounds * (steps + 1), f"{calls} model calls in {len(sizes) * rounds} turns of {steps} steps"
+    figures = {}
+    for size in sizes:
+        step = statistics.median(r[0] for r in rows[size])
+        figures[str(size)] = {
+            "messages_in_last_request": len(largest[size]["messages"]),
+            "last_request_kb": round(len(json.dumps(largest[size])) / 1024, 1),
+            "step_ms": round(step, 2),
+            "model_round_trip_ms": round(statistics.median(r[1] for r in rows[size]), 2),
+            "overhead_per_step_ms": round(statistics.median(r[0] - r[1] for r in rows[size]), 2),
+            "model_round_trip_same_size_ms": round(statistics.median(r[2] for r in rows[size]), 2),
+            "overhead_beyond_same_size_ms": round(statistics.median(r[0] - r[2] for r in rows[size]), 2),
+            "server_cpu_per_step_ms": round(statistics.median(r[3] for r in rows[size]), 2),
+        }
+    low, high = figures[str(min(sizes))], figures[str(max(sizes))]
+    return {
+        "histories": figures,
+        "largest_over_smallest": {
+            key: ratio(high[key], low[key])
+            for key in ("step_ms", "overhead_per_step_ms", "overhead_beyond_same_size_ms", "server_cpu_per_step_ms")
+        },
+        "idle_rss_mb": round(idle_rss / 1024, 1),
+    }
+
+
+def _session_of(body: dict, size: int) -> bool:
+    """Whether a turn request belongs to the session seeded with ``size`` messages (told apart by
+    how many messages come before its first prompt)."""
+    messages = body.get("messages") or []
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "user" and text_of(m).startswith(PROMPTS)), None)
+    return first is not None and first - (1 if messages and messages[0].get("role") == "system" else 0) == size
+
+
+async def run(steps: int, rounds: int, reference: Reference | None, histories: list[int] | None = None, code: str = "") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
@@ -202,12 +369,20 @@ async def run(steps: int, rounds: int, reference: Reference | None) -> dict:
                 "OPENAI_BASE_URL": base_url,
                 "OPENAI_API_KEY": "sk-bench-000000",
                 "HERMES_MODEL": "openai:scripted",
+                **({"PYTHONPATH": code} if code else {}),
             }
 
         def read_call(path: str) -> tuple[str, dict]:
             return "read_file", {"path": path}
 
         command = [str(Path(sys.executable).parent / "hermes-acp")]
+        if histories:
+            db = Path(tmp) / "ours" / "home" / "state.db"
+            db.parent.mkdir(parents=True)
+            # Steady steps, not compression: a window the longest session stays well inside.
+            (db.parent / "config.toml").write_text("[providers.openai]\ncontext_window = 2000000\n")
+            figures = await measure_histories(command, env_for, project, db, steps, rounds, histories)
+            return {"benchmark": "acp_step_overhead", "steps_per_turn": steps, "rounds": rounds, **figures, "target_ratio": 1.5}
         ours = await measure(command, env_for, sys.executable, read_call, project, steps, rounds, allow=False)
         del ours["permission_requests"]
         result = {"benchmark": "acp_step_overhead", "steps_per_turn": steps, "rounds": rounds, **ours}
@@ -235,9 +410,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--history", default="", metavar="N,N", help="messages already in the session, per size (e.g. 10,2000); no reference"
+    )
+    parser.add_argument("--code", default="", metavar="DIR", help="run the server from another tree of the repository (a before/after)")
     add_option(parser)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.steps, args.rounds, find(args.reference_venv))), indent=2))
+    histories = sorted({int(n) for n in args.history.split(",") if n.strip()})
+    reference = None if histories else find(args.reference_venv)
+    code = str(Path(args.code).resolve()) if args.code else ""
+    result = asyncio.run(run(args.steps, args.rounds, reference, histories, code))
+    if code:
+        result["code"] = code
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "Usage",
     "AssistantMessage",
     "FileDiff",
+    "HistoryRepair",
     "ImagePart",
     "Message",
     "SummaryMessage",
@@ -158,6 +159,54 @@ def repair_history(history: list[Message]) -> list[Message]:
         out.append(message)
     close_pending()
     return out
+
+
+class HistoryRepair:
+    """``repair_history`` of a history that grows, kept up to date: a call whose history starts
+    with the messages of the last call (the same objects, as each step's view of a session
+    repeats them) reads only those after them, so a step does not pay for the whole conversation."""
+
+    def __init__(self) -> None:
+        self._seen: list[Message] = []
+        self._out: list[Message] = []
+        self._pending: dict[str, str] = {}
+
+    def __call__(self, history: list[Message]) -> list[Message]:
+        """The same list as ``repair_history(history)`` (a new list; the messages are shared)."""
+        read = len(self._seen)
+        # List equality tests identity first, element by element, at C speed.
+        if len(history) < read or history[:read] != self._seen:
+            self._seen, self._out, self._pending, read = [], [], {}, 0
+        for message in history[read:]:
+            self._feed(message)
+        self._seen += history[read:]
+        return self._out + _interrupted(self._pending)
+
+    def _feed(self, message: Message) -> None:
+        # Step for step what repair_history does with one message.
+        if isinstance(message, SummaryMessage):
+            self._pending = {}
+            self._out = [UserMessage.of(f"<summary of the conversation so far>\n{message.text}\n</summary>")]
+            return
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id in self._pending:
+                self._pending.pop(message.tool_call_id)
+                self._out.append(message)
+            return
+        self._out += _interrupted(self._pending)
+        self._pending = {}
+        if isinstance(message, AssistantMessage):
+            if message.interrupted and not message.text:
+                return
+            self._pending = {c.id: c.name for c in message.tool_calls}
+        self._out.append(message)
+
+
+def _interrupted(pending: dict[str, str]) -> list[Message]:
+    return [
+        ToolResultMessage(tool_call_id=call_id, tool_name=name, content="Interrupted before a result.", is_error=True)
+        for call_id, name in pending.items()
+    ]
 
 
 def searchable_text(message: Message) -> str:

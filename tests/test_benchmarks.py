@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("edit_large_file.py", ["--rounds", "1", "--mb", "1"], "edit_file_total_ms"),
         ("store_append.py", ["--count", "50", "--prefill", "100"], "runs"),
         ("acp_step_overhead.py", ["--rounds", "1", "--steps", "3"], "overhead_per_step_ms"),
+        ("acp_step_overhead.py", ["--rounds", "1", "--steps", "2", "--history", "10,40"], "largest_over_smallest"),
         ("mcp_startup.py", ["--rounds", "1"], "initialize_ms"),
         ("search_1m.py", ["--rounds", "1", "--messages", "2000"], "queries"),
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),

@@ -30,7 +30,16 @@ from core.host.processes import is_background_note, take_ended
 from core.host.sandbox import status as sandbox_status
 from core.learning.compression import Compression, Summariser, compress, request_view, summarise
 from core.learning.context import LearningSettings
-from core.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, Usage, UserMessage, repair_history
+from core.messages import (
+    AssistantMessage,
+    HistoryRepair,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from core.models.base import (
     ErrorKind,
     Model,
@@ -111,6 +120,8 @@ class Session:
     delegated: Delegated | None = None
     # What the subagents this session ran used (their own sessions hold it; ``usage`` leaves it out).
     subagents_usage: Usage = field(default_factory=Usage)
+    # The history as requests carry it (``repair_history``), kept up to date step by step.
+    repaired: HistoryRepair = field(default_factory=HistoryRepair)
 
     def billed(self) -> Usage:
         """The session's usage with its subagents': what its turns cost."""
@@ -346,7 +357,7 @@ class Agent:
         await compress(self._summariser(session), session, turn.emit, specs=specs)
         request = ModelRequest(
             system=session.system,
-            messages=repair_history(request_view(session.history, session.compression)),
+            messages=session.repaired(request_view(session.history, session.compression)),
             tools=specs,
             max_tokens=self.max_tokens,
             # The same text on every step of the turn; the adapter puts it after the cached prefix.

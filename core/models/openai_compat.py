@@ -6,6 +6,7 @@ The ``openai`` SDK is imported on first use, never at import time.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -178,34 +179,66 @@ def _reported_cost(usage: Any) -> float | None:
 
 
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """Our typed history as chat-completions messages (thinking is never sent back)."""
+    """Our typed history as chat-completions messages (thinking is never sent back).
+
+    A message's entry is built once and shared by every later request that carries it (a step
+    of a long conversation builds only its new entries): never change an entry in place."""
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
     for message in request.messages:
-        if isinstance(message, UserMessage):
-            out.append({"role": "user", "content": _user_content(message)})
-        elif isinstance(message, AssistantMessage):
-            entry = _assistant_entry(message)
-            if entry is not None:
-                out.append(entry)
-        elif isinstance(message, ToolResultMessage):
-            out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
+        entry = _entries.get(message)
+        if entry is not None:
+            out.append(entry)
     if request.ephemeral:
         _add_ephemeral(out, request.ephemeral)
     return out
 
 
+def _chat_entry(message: object) -> dict[str, Any] | None:
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": _user_content(message)}
+    if isinstance(message, AssistantMessage):
+        return _assistant_entry(message)
+    if isinstance(message, ToolResultMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    return None
+
+
+class _Entries:
+    """Chat entries of messages by identity (messages are never changed in place). Entries hold
+    weak references, so an id reused by a later object is never taken for the old one."""
+
+    def __init__(self, limit: int = 16384) -> None:
+        self.limit = limit
+        self._entries: dict[int, tuple[weakref.ref[Any], dict[str, Any] | None]] = {}
+
+    def get(self, message: object) -> dict[str, Any] | None:
+        found = self._entries.get(id(message))
+        if found is not None and found[0]() is message:
+            return found[1]
+        entry = _chat_entry(message)
+        if len(self._entries) >= self.limit:
+            live = {k: v for k, v in self._entries.items() if v[0]() is not None}
+            self._entries = live if len(live) < self.limit // 2 else {}
+        self._entries[id(message)] = (weakref.ref(message), entry)
+        return entry
+
+
+_entries = _Entries()
+
+
 def _add_ephemeral(out: list[dict[str, Any]], text: str) -> None:
     """Request-only text goes last, so the prefix the next request repeats never holds it, and
-    set apart from the user's words (a user turn of its own after tool results)."""
+    set apart from the user's words (a user turn of its own after tool results). The last entry
+    is replaced, not changed: it is shared with other requests."""
     last = out[-1] if out else None
     if last is None or last["role"] != "user":
         out.append({"role": "user", "content": text})
     elif isinstance(last["content"], str):
-        last["content"] = f"{last['content']}\n\n{text}"
+        out[-1] = {**last, "content": f"{last['content']}\n\n{text}"}
     else:
-        last["content"].append({"type": "text", "text": text})
+        out[-1] = {**last, "content": [*last["content"], {"type": "text", "text": text}]}
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
