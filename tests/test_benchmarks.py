@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
         ("code_shape.py", ["HEAD", "HEAD"], "after"),
         ("host_overhead.py", ["--rounds", "2"], "hosts"),
+        ("gateway_chats.py", ["--rounds", "1", "--chats", "3", "--messages", "2", "--paired", "1"], "overhead_p95_ms"),
         ("prompt_cache.py", ["--steps", "6", "--wire", "openai", "--window", "0"], "runs"),
     ],
 )

@@ -16,6 +16,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,6 +76,11 @@ class FakeTelegram:
         self.fail_chats: dict[int, int] = {}  # chat -> how many more sends fail
         self.reject_html = False  # refuse every HTML text, as Telegram does with markup it cannot parse
         self.fail_methods: dict[str, int] = {}  # method -> how many more calls answer 502 Bad Gateway
+        # When each update was first handed out by getUpdates (``time.perf_counter()``), by update id.
+        self.offered: dict[int, float] = {}
+        # Called after each API call, in the server's thread: (method, params, status, payload, when).
+        # Benchmarks time replies with it and send a user's next message as soon as a reply lands.
+        self.observers: list[Callable[[str, dict[str, Any], int, dict[str, Any], float], None]] = []
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
@@ -199,10 +205,13 @@ class FakeTelegram:
         )
         return query_id
 
-    def push(self, update: dict[str, Any]) -> None:
+    def push(self, update: dict[str, Any]) -> int:
+        """Queue an update for getUpdates; returns its update id."""
         with self._cond:
-            self._updates.append({"update_id": next(self._update_ids), **update})
+            update_id = next(self._update_ids)
+            self._updates.append({"update_id": update_id, **update})
             self._cond.notify_all()
+        return update_id
 
     def sent(self, chat_id: int | None = None) -> list[dict[str, Any]]:
         """Messages the bot sent (their latest text), oldest first."""
@@ -295,6 +304,9 @@ class FakeTelegram:
                 self._cond.wait(deadline - time.monotonic())
             if self._poll_generation != mine:
                 return 409, _err("Conflict: terminated by other getUpdates request; make sure that only one bot instance is running")
+            now = time.perf_counter()
+            for update in self._updates:
+                self.offered.setdefault(update["update_id"], now)
             return 200, _ok(list(self._updates))
 
     def _text(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -423,6 +435,9 @@ class _QuietServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     api: FakeTelegram
     protocol_version = "HTTP/1.1"
+    # Answers go out as written: with Nagle's algorithm the body, written after the headers,
+    # would wait for the client's delayed ACK (~40 ms), which Telegram does not make a bot wait.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -457,7 +472,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             for key, value in parse_qsl(raw, keep_blank_values=True):
                 params[key] = value if key in _STRINGS else _maybe_json(value)
-        status, payload = self.api.handle(path[len(prefix) :], params)
+        method = path[len(prefix) :]
+        status, payload = self.api.handle(method, params)
+        when = time.perf_counter()
+        for observer in self.api.observers:
+            observer(method, params, status, payload, when)
         self._reply(status, payload)
         with self.api._cond:
             self.api._cond.notify_all()  # wakes wait_for: the bot did something
