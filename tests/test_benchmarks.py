@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
     "script, args, key",
     [
         ("acp_startup.py", ["--rounds", "1"], "first_session_ms"),
+        ("acp_startup.py", ["--rounds", "1", "--code", ".", "--acpx"], "code_over_ours"),
         ("acp_cancel.py", ["--rounds", "1"], "cancel_during_command_ms"),
         ("first_request.py", [], "bytes"),
         ("acp_replay.py", ["--rounds", "1", "--messages", "200"], "load_ms"),
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
         ("code_shape.py", ["HEAD", "HEAD"], "after"),
         ("host_overhead.py", ["--rounds", "2"], "hosts"),
+        ("small_window.py", ["--windows", "8000", "--files", "6"], "windows"),
         ("gateway_chats.py", ["--rounds", "1", "--chats", "3", "--messages", "2", "--paired", "1"], "overhead_p95_ms"),
         ("prompt_cache.py", ["--steps", "6", "--wire", "openai", "--window", "0"], "runs"),
     ],

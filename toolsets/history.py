@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from core.learning.context import project_root
 from core.learning.screening import redact_secrets
+from core.messages import ToolResultMessage, searchable_text
 from core.store import SessionStore, history
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
@@ -25,6 +26,8 @@ class SessionSearchArgs(BaseModel):
     role: Literal["", "user", "assistant", "tool_result"] = ""
     session_id: str = Field("", description="with seq: read around a hit")
     seq: int = 0
+    offset: int = Field(0, ge=0, description="with limit: first character")
+    limit: int = Field(0, ge=0, description="with session_id+seq: read that message, this many characters")
     summarize: bool = Field(False, description="also summarise the top sessions (when enabled)")
 
 
@@ -44,6 +47,8 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
         record = await store.get_session(args.session_id)
         if record is None:
             raise ToolError(f"No session {args.session_id!r}.")
+        if args.limit:
+            return redact_secrets(await _read_message(store, record.id, args))
         lines = [f"{seq}. {text}" for seq, text in await history.around(store, record.id, args.seq or 1)]
         return redact_secrets(f"Session {record.id} ({record.title or 'untitled'}):\n" + "\n".join(lines))
     if not args.query.strip():
@@ -75,6 +80,25 @@ async def session_search(ctx: ToolContext, args: SessionSearchArgs) -> str:
         summary = await ctx.summarize(_summary_prompt(args.query, transcripts))
         lines.append("\nSummary of the top sessions:\n" + (summary or "(the model gave no summary)"))
     return redact_secrets("\n".join(lines))
+
+
+async def _read_message(store: SessionStore, session_id: str, args: SessionSearchArgs) -> str:
+    """Characters ``offset`` to ``offset + limit`` of one message's text (a tool's whole output
+    can be read back this way after requests carried it cut)."""
+    found = await store.messages(session_id, after_seq=max(args.seq - 1, 0), limit=1)
+    if not found or found[0].seq != args.seq:
+        raise ToolError(f"Session {session_id} has no message {args.seq}.")
+    message = found[0].message
+    text = message.content if isinstance(message, ToolResultMessage) else searchable_text(message)
+    if args.offset > len(text) or (args.offset == len(text) and text):
+        raise ToolError(f"Message {args.seq} has {len(text)} characters; offset {args.offset} is past the end.")
+    end = min(args.offset + args.limit, len(text))
+    what = f"{message.tool_name} output" if isinstance(message, ToolResultMessage) else message.kind
+    out = f"Session {session_id}, message {args.seq} ({what}), characters {args.offset + 1}-{end} of {len(text)}:\n"
+    out += text[args.offset : end]
+    if end < len(text):
+        out += f'\n[{len(text) - end} more characters: session_search(session_id="{session_id}", seq={args.seq}, offset={end}, limit={args.limit})]'
+    return out
 
 
 _NOT_THEIRS = (

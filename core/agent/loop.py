@@ -28,7 +28,7 @@ from core.events import (
 from core.host.local import Host
 from core.host.processes import is_background_note, take_ended
 from core.host.sandbox import status as sandbox_status
-from core.learning.compression import Compression, Summariser, compress, request_view, summarise
+from core.learning.compression import Compression, Summariser, compress, reply_tokens, shown_history, summarise
 from core.learning.context import LearningSettings
 from core.messages import (
     AssistantMessage,
@@ -357,9 +357,9 @@ class Agent:
         await compress(self._summariser(session), session, turn.emit, specs=specs)
         request = ModelRequest(
             system=session.system,
-            messages=session.repaired(request_view(session.history, session.compression)),
+            messages=session.repaired(shown_history(session, specs, self.learning)),
             tools=specs,
-            max_tokens=self.max_tokens,
+            max_tokens=reply_tokens(session, self.learning, self.max_tokens),
             # The same text on every step of the turn; the adapter puts it after the cached prefix.
             ephemeral=turn.nudge,
             reasoning_effort=session.reasoning_effort,

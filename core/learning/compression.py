@@ -1,11 +1,20 @@
-"""Automatic context compression: prune old tool outputs, then summarise the middle.
+"""Automatic context compression: cut tool outputs to a budget, prune old ones, then summarise.
 
 The stored history is never rewritten. A :class:`Compression` says how requests are built
 from it: the first user message (the head), a summary of everything up to ``tail_from``, and
-the messages from ``tail_from`` on verbatim; tool outputs before ``prune_before`` are cut to
-a stub. The summary is kept in a new session linked to its parent (``parent_id``), and the
+the messages from ``tail_from`` on; tool outputs before ``prune_before`` are cut to a stub, those
+before ``clip_before`` to ``clip_chars`` characters (head and tail, with a marker), and every later
+one to the window's output budget (:class:`Budget`). Stubs and markers say how to read the whole
+output back from the store (``session_search`` with ``session_id``, ``seq``, ``offset`` and
+``limit``). The summary is kept in a new session linked to its parent (``parent_id``), and the
 parent's ``meta["compression"]`` points at it, so a reopened session builds the same requests.
 The editor's session id never changes.
+
+Budgets, in tokens by :func:`estimate_tokens`: no request passes ``compress_at`` of the window;
+a compression brings the request down to a target well below that (about 30% of the room left
+by the system prompt and tool schemas), and a tool output is cut when it arrives so that several
+steps fit between the target and the limit. Between compressions every request repeats the
+previous one as its prefix: a message is shown the same way from the step it arrives on.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,15 +44,19 @@ from core.store import SessionStore, Surface
 
 __all__ = [
     "SUMMARY_PROMPT",
+    "Budget",
     "Compression",
     "Conversation",
     "Summariser",
     "choose_cut",
     "compress",
+    "cut_output",
     "estimate_tokens",
     "message_sizes",
     "prune_outputs",
+    "reply_tokens",
     "request_view",
+    "shown_history",
     "summarise",
     "summary_request",
 ]
@@ -53,18 +66,26 @@ SUMMARY_PROMPT = (
     "goals and constraints, decisions and why, files changed (paths), commands run and their results, errors and "
     "how they were solved, and what is left to do. Be concise and specific. Reply with the summary only."
 )
-PRUNED = "[tool output pruned to save context: {n} characters; run the tool again if you need it]"
+CHARS_PER_TOKEN = 3.5
+PRUNED = "[tool output pruned to save context: {n} characters; the whole output is kept: {read}]"
+CUT = "\n[… tool output cut to save context: characters {start}-{end} of {total} left out here; the whole output is kept: {read}]\n"
+READ_BACK = 'session_search(session_id="{sid}", seq={seq}, offset={offset}, limit={limit}) reads {what}'
 _KEEP_OUTPUT = 400
+_HEAD_CHARS = 4000
+_MIN_CLIP = 300  # characters of an output kept at the least when it is cut (head and tail)
 
 
 @dataclass(slots=True)
 class Compression:
     """How to build requests from a long history (persisted in the session's meta)."""
 
-    tail_from: int = 0  # history index of the first message kept verbatim
+    tail_from: int = 0  # history index of the first message kept after the summary
     prune_before: int = 0  # tool outputs before this index are stubs
     summary: str = ""
     summary_session: str | None = None
+    clip_before: int = 0  # tool outputs from prune_before to here are cut to clip_chars (0: not cut)
+    clip_chars: int = 0
+    head_chars: int = _HEAD_CHARS  # of the first user message, above the summary
 
     def to_meta(self) -> dict[str, object]:
         return asdict(self)
@@ -74,9 +95,42 @@ class Compression:
         if not isinstance(raw, dict):
             return None
         try:
-            return cls(**{k: raw[k] for k in ("tail_from", "prune_before", "summary", "summary_session") if k in raw})
+            return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
         except TypeError:
             return None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A session's token budgets, from its context window and the fixed part of every request
+    (system prompt and tool schemas)."""
+
+    window: int
+    limit: int  # no request's input passes this (``compress_at`` of the window)
+    fixed: int
+    target: int  # a compression brings a request down to this
+    output_chars: int  # a tool output is cut to this many characters (0: never)
+    head_chars: int  # of the first user message shown above a summary
+    summary_tokens: int  # the longest summary asked for
+
+    @classmethod
+    def of(cls, settings: LearningSettings, window: int, fixed: int) -> Budget:
+        if window <= 0:
+            return cls(0, 0, fixed, 0, 0, _HEAD_CHARS, 4096)
+        # The wire wraps each tool schema and call in a little more JSON than the estimate counts.
+        limit = int(settings.compress_at * window) - fixed // 10
+        room = max(limit - fixed, limit // 4)  # a window the fixed part nearly fills still gets some
+        target = limit - room * 7 // 10
+        # Five steps of one output each between the target and the limit (a step's call, the
+        # marker and the JSON around an output take about 120 tokens).
+        per_step = (limit - target) // 5
+        output_chars = max(int((per_step - 120) * CHARS_PER_TOKEN), 2 * _MIN_CLIP)
+        head_chars = min(_HEAD_CHARS, max(int(room * CHARS_PER_TOKEN) // 10, 200))
+        return cls(window, limit, fixed, target, output_chars, head_chars, min(4096, max(room // 5, 256)))
+
+    def reply_tokens(self, max_tokens: int) -> int:
+        """The ``max_tokens`` of a request: what the window leaves above the input limit."""
+        return min(max_tokens, max(self.window - self.limit - self.fixed // 10, 1)) if self.window else max_tokens
 
 
 class MessageSizes:
@@ -139,38 +193,119 @@ def estimate_tokens(system: str, tools: list[ToolSpec], messages: list[Message])
     return int(size / 3.5)
 
 
-def prune_outputs(messages: list[Message], before: int) -> list[Message]:
+def _read_back(session_id: str, index: int, offset: int, length: int, chunk: int, what: str) -> str:
+    limit = min(length, max(chunk, 200))
+    text = READ_BACK.format(sid=session_id, seq=index + 1, offset=offset, limit=limit, what=what)
+    return text + (" (each answer says where the next part starts)" if length > limit else "")
+
+
+def cut_output(content: str, chars: int, *, session_id: str, index: int, chunk: int) -> str:
+    """``content`` cut to about ``chars`` characters, its head and its tail, on line ends where it
+    can; the marker between them says which characters were left out and how to read them."""
+    if len(content) <= chars:
+        return content
+    keep = max(chars, _MIN_CLIP)
+    head_end = keep * 2 // 3
+    tail_start = len(content) - (keep - head_end)
+    newline = content.rfind("\n", 0, head_end)
+    if newline > head_end // 2:
+        head_end = newline + 1
+    newline = content.find("\n", tail_start)
+    if newline != -1 and newline + 1 < len(content) and newline - tail_start < (keep - head_end) // 2:
+        tail_start = newline + 1
+    left_out = tail_start - head_end
+    read = _read_back(session_id, index, head_end, left_out, chunk, "them")
+    marker = CUT.format(start=head_end + 1, end=tail_start, total=len(content), read=read)
+    return content[:head_end] + marker + content[tail_start:]
+
+
+def stub_output(content: str, *, session_id: str, index: int, chunk: int) -> str:
+    return PRUNED.format(n=len(content), read=_read_back(session_id, index, 0, len(content), chunk, "it"))
+
+
+class _Shown:
+    """Tool results as requests show them (stubbed or cut), made once per message and way of
+    showing: the same object every step keeps the request bytes and the size cache stable."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._entries: dict[int, tuple[weakref.ref[Message], tuple[object, ...], Message]] = {}
+
+    def get(self, message: ToolResultMessage, key: tuple[object, ...], make: Callable[[], str]) -> Message:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0]() is message and entry[1] == key:
+            return entry[2]
+        shown = message.model_copy(update={"content": make(), "diffs": []})
+        if len(self._entries) >= self.limit:
+            self._entries = {k: v for k, v in self._entries.items() if v[0]() is not None}
+            if len(self._entries) >= self.limit // 2:
+                self._entries = {}
+        self._entries[id(message)] = (weakref.ref(message), key, shown)
+        return shown
+
+
+_shown = _Shown()
+_openings: dict[tuple[str, str], Message] = {}
+
+
+def _show(message: Message, index: int, state: Compression, session_id: str, output_chars: int) -> Message:
+    """One message of the history as requests show it."""
+    if not isinstance(message, ToolResultMessage):
+        return message
+    content = message.content
+    chunk = (output_chars or 4000) - 400
+    if index < state.prune_before:
+        if len(content) <= _KEEP_OUTPUT:
+            return message
+        key: tuple[object, ...] = ("stub", session_id, index, chunk)
+        return _shown.get(message, key, lambda: stub_output(content, session_id=session_id, index=index, chunk=chunk))
+    chars = state.clip_chars if index < state.clip_before else output_chars
+    if not chars or len(content) <= chars:
+        return message
+    key = ("cut", session_id, index, chars, chunk)
+    return _shown.get(message, key, lambda: cut_output(content, chars, session_id=session_id, index=index, chunk=chunk))
+
+
+def prune_outputs(messages: list[Message], before: int, *, session_id: str = "") -> list[Message]:
     """Tool results before index ``before`` cut to a stub (copies; the history is untouched)."""
-    out: list[Message] = []
-    for index, message in enumerate(messages):
-        if index < before and isinstance(message, ToolResultMessage) and len(message.content) > _KEEP_OUTPUT:
-            message = message.model_copy(update={"content": PRUNED.format(n=len(message.content)), "diffs": []})
-        out.append(message)
-    return out
+    state = Compression(prune_before=before)
+    return [_show(m, i, state, session_id, 0) for i, m in enumerate(messages)]
 
 
-def request_view(history: list[Message], state: Compression | None) -> list[Message]:
-    """The messages a request is built from (before ``repair_history``)."""
+def request_view(history: list[Message], state: Compression | None, *, session_id: str = "", output_chars: int = 0) -> list[Message]:
+    """The messages a request is built from (before ``repair_history``); tool outputs past the
+    compression's cuts are cut to ``output_chars`` (0: shown whole)."""
     if state is None:
-        return history
-    pruned = prune_outputs(history, state.prune_before)
-    if not state.summary or state.tail_from <= 0:
-        return pruned
-    head = _head_text(history)
-    opening = UserMessage.of(
-        f"{head}\n\n<summary of the conversation since this request (earlier messages were compressed)>\n{state.summary}\n</summary>"
-    )
-    tail = pruned[state.tail_from :]
+        if not output_chars:
+            return history
+        state = Compression()
+    summarised = bool(state.summary) and state.tail_from > 0
+    start = state.tail_from if summarised else 0
+    tail = [_show(history[i], i, state, session_id, output_chars) for i in range(start, len(history))]
+    if not summarised:
+        return tail
+    head = _head_text(history)[: state.head_chars]
+    key = (head, state.summary)
+    opening = _openings.get(key)
+    if opening is None:
+        if len(_openings) > 64:
+            _openings.clear()
+        opening = _openings[key] = UserMessage.of(
+            f"{head}\n\n<summary of the conversation since this request (earlier messages were compressed)>\n{state.summary}\n</summary>"
+        )
     if tail and isinstance(tail[0], UserMessage):
         # Two user messages in a row are refused by some providers: a stand-in reply separates them.
-        return [opening, AssistantMessage(parts=[TextPart(text="Understood; continuing from the summary.")]), *tail]
+        return [opening, _STAND_IN, *tail]
     return [opening, *tail]
+
+
+_STAND_IN = AssistantMessage(parts=[TextPart(text="Understood; continuing from the summary.")])
 
 
 def _head_text(history: list[Message]) -> str:
     for message in history:
         if isinstance(message, UserMessage):
-            return message.text[:4000]
+            return message.text[:_HEAD_CHARS]
         if isinstance(message, SummaryMessage):
             return ""
     return ""
@@ -186,17 +321,35 @@ def choose_cut(history: list[Message], keep_tail: int, current: int = 0) -> int 
     return None
 
 
-def summary_request(view: list[Message]) -> list[Message]:
-    """The messages for the summarising request: outputs pruned, long texts clipped, secrets masked."""
+def _boundaries(history: list[Message], start: int) -> list[int]:
+    """Indexes from ``start`` on where a tail may begin (a user or assistant message)."""
+    return [i for i in range(max(start, 1), len(history)) if isinstance(history[i], (UserMessage, AssistantMessage))]
+
+
+def summary_request(view: list[Message], system: str = "", limit: int = 0) -> list[Message]:
+    """The messages for the summarising request: outputs pruned, long texts clipped, secrets
+    masked; with ``limit``, the oldest messages after the first are left out until it fits."""
     out: list[Message] = []
     for message in prune_outputs(view, len(view)):
         if isinstance(message, UserMessage) and len(message.text) > 6000:
             message = UserMessage.of(message.text[:3000] + "\n[…]\n" + message.text[-2000:])
         out.append(message)
+    prompt = SUMMARY_PROMPT
+    if limit:
+        dropped = 0
+        while len(out) > 2 and estimate_tokens(system, [], [*out, UserMessage.of(prompt)]) > limit:
+            out.pop(1)
+            dropped += 1
+            # What remains must still pair each tool result with its call.
+            while len(out) > 1 and isinstance(out[1], ToolResultMessage):
+                out.pop(1)
+                dropped += 1
+        if dropped:
+            prompt += f" ({dropped} messages after the first were left out of this request to fit the context window.)"
     if out and isinstance(out[-1], UserMessage):
-        merged = out[-1].text + "\n\n" + SUMMARY_PROMPT
+        merged = out[-1].text + "\n\n" + prompt
         return [*out[:-1], UserMessage.of(merged)]
-    return [*out, UserMessage.of(SUMMARY_PROMPT)]
+    return [*out, UserMessage.of(prompt)]
 
 
 def clean_summary(text: str) -> str:
@@ -232,42 +385,86 @@ async def compress(
     summariser: Summariser, session: Conversation, emit: Callable[[Event], Awaitable[None]], *, specs: list[ToolSpec], force: bool = False
 ) -> bool:
     """Shrink what the next request carries when it would pass the configured share of the
-    context window (or always, with ``force``). Prunes tool outputs first; summarises only when
-    that is not enough. True when requests got smaller."""
+    context window (or always, with ``force``), down to the budget's target: prune and cut tool
+    outputs first; summarise only when that is not enough. True when requests got smaller."""
     settings = summariser.settings
-    window = session.context_window
-    threshold = settings.compress_at * window
+    history, sid = session.history, session.id
+    fixed = estimate_tokens(session.system, specs, [])
+    budget = Budget.of(settings, session.context_window, fixed)
 
-    def over() -> bool:
-        view = repair_history(request_view(session.history, session.compression))
-        return force or (bool(window) and estimate_tokens(session.system, specs, view) > threshold)
+    def size(state: Compression | None) -> int:
+        # Without repair_history: it only adds results to calls a crash left unanswered.
+        return estimate_tokens(session.system, specs, request_view(history, state, session_id=sid, output_chars=budget.output_chars))
 
-    if not over():
+    current = size(session.compression)
+    if not budget.window:
+        if not force:
+            return False
+        # The provider said the request was too long: take its size for the window.
+        budget = Budget.of(settings, int(current / settings.compress_at), fixed)
+    elif not force and current <= budget.limit:
         return False
-    state = session.compression or Compression()
-    cut = choose_cut(session.history, settings.compress_keep_tail, state.tail_from)
-    if cut is None:
+    state = session.compression or Compression(head_chars=budget.head_chars)
+    cut = max(choose_cut(history, settings.compress_keep_tail) or 0, state.prune_before, 1)
+
+    steps = _boundaries(history, cut)
+    last_step = steps[-1] if steps else len(history)
+
+    def fit(base: Compression, last: int, *, keep_last: bool = False) -> Compression | None:
+        """``base`` with tool outputs pruned from ``base.prune_before`` (or a later step, up to
+        ``last``) and cut to the most characters that bring the request to the target; the
+        last step's outputs stay as they arrived unless nothing fits otherwise (or ``keep_last``)."""
+        for clip_before in (last_step,) if keep_last else (last_step, len(history)):
+            prunes = [p for p in _boundaries(history, base.prune_before) if p <= min(last, clip_before)]
+            for prune in prunes or [base.prune_before]:
+                plan = replace(base, prune_before=prune, clip_before=clip_before, clip_chars=budget.output_chars)
+                if size(plan) <= budget.target:
+                    return plan
+                low, high = _MIN_CLIP, budget.output_chars
+                if size(replace(plan, clip_chars=low)) > budget.target:
+                    continue
+                while high - low > 50:
+                    middle = (low + high) // 2
+                    low, high = (middle, high) if size(replace(plan, clip_chars=middle)) <= budget.target else (low, middle)
+                return replace(plan, clip_chars=low)
+        return None
+
+    # Pruning and cutting alone, keeping at least the last step: no model request.
+    pruned = fit(replace(state, prune_before=cut), last_step)
+    if pruned is not None and size(pruned) < current:
+        session.compression = pruned
+        await summariser.store.update_session(sid, meta={"compression": pruned.to_meta()})
+        await emit(Notice("Context compressed: old tool outputs were pruned or cut in requests (kept whole in the session).", "info"))
+        return True
+    # Summarise: the longest tail whose last step fits whole beside a summary of half the longest asked for.
+    stand_in = "x" * int(budget.summary_tokens * CHARS_PER_TOKEN / 2)
+    cuts = [c for c in steps if c > state.tail_from][: settings.compress_keep_tail]
+    for cut in cuts:
+        if fit(Compression(cut, cut, stand_in, head_chars=state.head_chars), len(history), keep_last=True) is not None:
+            break
+    if cut <= state.tail_from:
         return False
-    if state.prune_before < cut:
-        session.compression = Compression(state.tail_from, cut, state.summary, state.summary_session)
-        if not over():
-            await summariser.store.update_session(session.id, meta={"compression": session.compression.to_meta()})
-            await emit(Notice("Context compressed: old tool outputs were pruned from requests.", "info"))
-            return True
-    made = await summarise(summariser, session, cut)
+    made = await summarise(summariser, session, cut, budget=budget)
     if made is None:
         return False
+    summarised = session.compression or Compression()
+    final = fit(summarised, len(history)) or replace(summarised, clip_before=len(history), clip_chars=_MIN_CLIP)
+    session.compression = final
+    await summariser.store.update_session(sid, meta={"compression": final.to_meta()})
     await emit(Notice(f"Context compressed: {cut} earlier messages summarised (summary kept in session {made[1][:8]}).", "info"))
     return True
 
 
-async def summarise(summariser: Summariser, session: Conversation, cut: int) -> tuple[str, str] | None:
+async def summarise(summariser: Summariser, session: Conversation, cut: int, *, budget: Budget | None = None) -> tuple[str, str] | None:
     """Summarise ``session.history[:cut]`` (after any earlier summary) into a linked child
     session and make requests start from it: (summary, child session id); None when the model
     gave no summary. The stored history is untouched."""
     state = session.compression or Compression()
-    view = repair_history(request_view(session.history[:cut], state))
-    request = ModelRequest(system=session.system, messages=summary_request(view), max_tokens=min(summariser.max_tokens, 4096))
+    budget = budget or Budget.of(summariser.settings, session.context_window, 0)
+    view = repair_history(request_view(session.history[:cut], state, session_id=session.id))
+    reply = min(summariser.max_tokens, budget.summary_tokens)
+    limit = max(budget.limit - reply, 0) if budget.window else 0
+    request = ModelRequest(system=session.system, messages=summary_request(view, session.system, limit), max_tokens=reply)
     done = await summariser.request(request)
     if done is None or not done.message.text.strip():
         return None
@@ -281,6 +478,19 @@ async def summarise(summariser: Summariser, session: Conversation, cut: int) -> 
         parent_id=session.id,
     )
     await store.append_message(child.id, SummaryMessage(text=summary, model=summariser.model))
-    session.compression = Compression(cut, cut, summary, child.id)
+    head_chars = budget.head_chars if budget.window else state.head_chars
+    session.compression = Compression(cut, cut, summary, child.id, head_chars=head_chars)
     await store.update_session(session.id, meta={"compression": session.compression.to_meta()})
     return summary, child.id
+
+
+def shown_history(session: Conversation, specs: list[ToolSpec], settings: LearningSettings) -> list[Message]:
+    """The session's history as its next request shows it (before ``repair_history``): the
+    compression applied and every tool output within the window's budget."""
+    budget = Budget.of(settings, session.context_window, estimate_tokens(session.system, specs, []))
+    return request_view(session.history, session.compression, session_id=session.id, output_chars=budget.output_chars)
+
+
+def reply_tokens(session: Conversation, settings: LearningSettings, max_tokens: int) -> int:
+    """The ``max_tokens`` of the session's next request: no more than its window leaves."""
+    return Budget.of(settings, session.context_window, 0).reply_tokens(max_tokens)
