@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from core.agent.prompt import system_prompt
+from core.agent.prompt import PROMPT_KEY, kept_prompt, system_prompt
 from core.agent.session import SessionContext, TurnStats, title_from
 from core.agent.stops import ModelFinished, StepLimitReached, TurnStopped
 from core.agent.vision import Ask, Sight, undescribed
@@ -182,8 +182,11 @@ class Agent:
     ) -> Session:
         """Create and persist a session rooted at ``cwd`` (under ``session_id`` when given)."""
         cwd = cwd.resolve()
-        record = await self.store.create_session(cwd=str(cwd), surface=self.surface, model=self.model.name, session_id=session_id)
-        return await self._attach(record.id, cwd, host, roots, mode, [])
+        base = await self._base_prompt(cwd)  # kept with the session: reopened, it begins its requests the same way
+        record = await self.store.create_session(
+            cwd=str(cwd), surface=self.surface, model=self.model.name, session_id=session_id, meta={PROMPT_KEY: base}
+        )
+        return await self._attach(record.id, cwd, host, roots, mode, [], base)
 
     async def open_session(self, session_id: str, host: Host, *, cwd: Path | None = None, mode: Mode = "ask") -> Session | None:
         """Reattach a stored session, its history loaded; None when it does not exist."""
@@ -191,7 +194,8 @@ class Agent:
         if record is None:
             return None
         history = [m.message for m in await self.store.messages(session_id)]
-        session = await self._attach(record.id, (cwd or Path(record.cwd)).resolve(), host, None, mode, history)
+        cwd = (cwd or Path(record.cwd)).resolve()
+        session = await self._attach(record.id, cwd, host, None, mode, history, kept_prompt(record.meta, cwd, tuple(self.tools)))
         session.title = record.title
         session.compression = Compression.from_meta(record.meta.get("compression"))
         session.usage = Usage(
@@ -212,7 +216,13 @@ class Agent:
         await self.store.copy_messages(source_id, record.id)
         return await self.open_session(record.id, host, cwd=cwd, mode=mode)
 
-    async def _attach(self, sid: str, cwd: Path, host: Host, roots: list[Path] | None, mode: Mode, history: list[Message]) -> Session:
+    async def _base_prompt(self, cwd: Path) -> str:
+        names = tuple(self.tools)
+        return await asyncio.to_thread(lambda: system_prompt(cwd, tools=names))  # `git status`: off the event loop
+
+    async def _attach(
+        self, sid: str, cwd: Path, host: Host, roots: list[Path] | None, mode: Mode, history: list[Message], base: str | None = None
+    ) -> Session:
         roots = [r.resolve() for r in (roots or [cwd])]
         # Probe the sandbox now, off the event loop, so the first command does not wait for it.
         asyncio.get_running_loop().run_in_executor(None, sandbox_status)
@@ -221,9 +231,9 @@ class Agent:
         unsandboxed = getattr(host, "unsandboxed", None)  # a host whose commands run outside any sandbox says why
         if isinstance(unsandboxed, str) and unsandboxed:
             policy.sandbox, policy.sandbox_detail = False, unsandboxed
-        # The prompt's git line runs `git status`: keep it off the event loop.
         names = tuple(self.tools)
-        base = await asyncio.to_thread(lambda: system_prompt(cwd, tools=names))
+        if base is None:
+            base = await self._base_prompt(cwd)
         context = await asyncio.to_thread(SessionContext.build, cwd, base, self.learning, self.toolsets, names)
         session = Session(sid, cwd, roots, host, policy, context.prompt(), history, context=context)
         session.context_window = self.context_window

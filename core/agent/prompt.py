@@ -6,10 +6,13 @@ import datetime
 import os
 import platform
 import subprocess
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
-__all__ = ["base_prompt", "git_summary", "system_prompt"]
+__all__ = ["PROMPT_KEY", "base_prompt", "git_summary", "kept_prompt", "system_prompt"]
+
+# Where a session's meta keeps its prompt's opening (``system_prompt``), so a reopened session keeps it too.
+PROMPT_KEY = "prompt"
 
 _INTRO = "You are Hermes, a coding agent working in the user's editor."
 _ACTS = {
@@ -73,7 +76,8 @@ def git_summary(cwd: Path, *, timeout: float = 2.0) -> str | None:
 def system_prompt(
     cwd: Path, *, tools: Collection[str] | None = None, today: datetime.date | None = None, git: str | None | object = _AUTO
 ) -> str:
-    """The prompt for a session rooted at ``cwd``. Computed once per session and kept.
+    """The prompt for a session rooted at ``cwd``. Computed once per session and kept, across
+    reopening too (``kept_prompt``): its git line and date are those of the session's start.
 
     ``tools``: names of the tools the session has, so the prompt promises no other (None: all).
     ``git`` is the repository line (see ``git_summary``); by default it is worked out here.
@@ -86,3 +90,15 @@ def system_prompt(
         f"{base_prompt(tools)}\n\nWorking directory: {cwd}{git_line}\nPlatform: {platform.system()} {platform.machine()}\n"
         f"Date: {today.isoformat()}"
     )
+
+
+def kept_prompt(meta: Mapping[str, object], cwd: Path, tools: Collection[str] | None = None) -> str | None:
+    """The opening a stored session began with (its ``meta[PROMPT_KEY]``), when it still fits: the
+    same working directory, and the same promise about commands for ``tools``. None: make a new one.
+
+    Keeping it keeps the whole conversation a provider cached: a new git line (the files the
+    agent changed) or a new date would change the first bytes of every request."""
+    kept = meta.get(PROMPT_KEY)
+    if not isinstance(kept, str) or not kept.startswith(f"{base_prompt(tools)}\n\nWorking directory: {cwd}\n"):
+        return None
+    return kept

@@ -11,6 +11,7 @@ messages, as serialised on the wire) are defined in benchmarks/prompt_cache.py.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import acp
@@ -181,3 +182,40 @@ async def test_each_request_of_a_turn_starts_with_the_last_one(hermes_home, proj
     # The skill's line is the only change: what the turns share up to it is kept.
     assert next_turn.replace(f"\n- {SKILL}: Probe how skills reach the prompt.", "") == opening
     assert MEMORY in system_text(later_session[0]) and SKILL in system_text(later_session[0])
+
+
+async def test_a_reopened_session_begins_its_requests_as_before(hermes_home, project):
+    """A session reopened by another hermes-acp (an editor restarted, a script's next turn) keeps the
+    opening of its prompt, git line included, though the turn changed files: the cached
+    conversation stays cached. A new session gets a fresh one."""
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=project, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], cwd=project, check=True)
+    (project / "notes_a.txt").write_text("changed before the session\n")
+    script = [
+        _call("w1", "write_file", {"path": "new.py", "content": "x = 1\n"}),
+        {"text": "Wrote new.py."},
+        {"text": "Still here."},
+        {"text": "A fresh start."},
+    ]
+    with ScriptedOpenAIServer(script) as server:
+        server.keep_raw = True
+        env = agent_env(hermes_home, server.base_url)
+        async with running_agent(Client(answer="allow_once"), env) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            assert (await conn.prompt(session_id=sid, prompt=[acp.text_block("write new.py")])).stop_reason == "end_turn"
+        async with running_agent(Client(), env) as (conn, _, _):
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+            assert (await conn.prompt(session_id=sid, prompt=[acp.text_block("and now?")])).stop_reason == "end_turn"
+            other = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            assert (await conn.prompt(session_id=other, prompt=[acp.text_block("hello")])).stop_reason == "end_turn"
+    assert (project / "new.py").exists()
+    bodies = [r.get("body", r) for r in server.requests if r.get("tools")]
+    assert len(bodies) == 4
+    before, after, fresh = bodies[1], bodies[2], bodies[3]
+    assert "Git: branch" in system_text(before) and "1 changed file\n" in system_text(before)
+    assert system_text(after) == system_text(before)
+    result = compare(canonical(before), canonical(after))
+    assert result.holds, result.divergence
+    assert "2 changed files\n" in system_text(fresh)
