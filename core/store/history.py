@@ -5,6 +5,11 @@ word, never FTS5 syntax. Repeated terms count once; at most 16 different terms a
 characters (a larger query is a ValueError that says so). Text in scripts written without spaces (CJK, Thai, …) is searched in
 the trigram index (``messages_trigram``); a term shorter than three characters there falls
 back to a substring scan.
+
+Ranking: bm25 when every word of the query is in at most ``COMMON_WORD_MESSAGES`` messages,
+so ranking reads at most that many entries per word; with a more common word, or a ``prefix*``
+term, the newest matches first, and FTS5 stops reading as soon as the page is full (a prefix
+still costs FTS5 one pass over the lists of the words it stands for).
 """
 
 from __future__ import annotations
@@ -20,11 +25,18 @@ from core.messages import AssistantMessage, Message, ToolResultMessage, UserMess
 from core.store import SessionStore
 from core.store.sessions import check_query_size
 
-__all__ = ["Hit", "ParsedQuery", "around", "describe", "parse_query", "search", "to_epoch"]
+__all__ = ["COMMON_WORD_MESSAGES", "Hit", "ParsedQuery", "around", "describe", "parse_query", "search", "to_epoch"]
 
 _SPACELESS = re.compile("[\u0e00-\u109f\u2e80-\ud7af\uf900-\ufaff]")
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 ROLES = ("user", "assistant", "tool_result", "summary")
+
+# A word in more messages than this is ranked by recency instead of bm25. Ranking costs FTS5
+# a pass over every message holding each word (bm25's weights count them), so the cut-off
+# bounds the work whatever the size of the history; and a word that common says little about
+# which message is wanted (bm25 gives a word in half the messages no weight at all).
+COMMON_WORD_MESSAGES = 20_000
+_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +97,14 @@ async def search(
     session_id: str | None = None,
     sessions: Collection[str] | None = None,
     limit: int = 10,
+    common_above: int | None = None,
 ) -> list[Hit]:
-    """Ranked hits (best first) with snippets; ``project`` keeps sessions whose cwd is in it,
-    ``session_id`` one session, ``sessions`` a set of them (both: the first, if in the set)."""
+    """Hits with snippets, best first; ``project`` keeps sessions whose cwd is in it,
+    ``session_id`` one session, ``sessions`` a set of them (both: the first, if in the set).
+
+    Best is bm25 (``score``, higher is better) when every word of the query is in at most
+    ``common_above`` messages (default :data:`COMMON_WORD_MESSAGES`); with a more common word
+    or a ``prefix*`` term it is the newest (``score`` 0.0): see :func:`_too_common`."""
     parsed = parse_query(query)
     if parsed is None:
         return []
@@ -103,9 +120,10 @@ async def search(
     if parsed.spaceless and any(len(t) < 3 for t in parsed.raw):
         rows = await _scan(store, parsed.raw, project, since, until, role, only, limit)
     else:
-        rows = await _ranked(store, parsed, project, since, until, role, only, limit)
+        common = COMMON_WORD_MESSAGES if common_above is None else common_above
+        rows = await _ranked(store, parsed, project, since, until, role, only, limit, common)
     return [
-        Hit(r["session_id"], r["title"], r["cwd"], r["seq"], r["role"], " ".join(r["snippet"].split()), r["created_at"], -r["score"])
+        Hit(r["session_id"], r["title"], r["cwd"], r["seq"], r["role"], " ".join(r["snippet"].split()), r["created_at"], -r["score"] or 0.0)
         for r in rows
     ]
 
@@ -148,34 +166,83 @@ async def _ranked(
     role: str | None,
     sessions: tuple[str, ...] | None,
     limit: int,
+    common: int,
 ) -> list[Any]:
-    """The best ``limit`` matches by bm25, newest first among equals.
+    """The best ``limit`` matches: by bm25 (newest first among equals) when every word of the
+    query is rare enough to rank, else the newest matches (see :func:`_too_common`).
 
-    The index ranks and cuts the page on its own, and only the rows of that page are joined
+    Either way the index cuts the page on its own, and only the rows of that page are joined
     to ``messages`` and ``sessions``. The page is a co-routine (CROSS JOIN fixes the join
     order), so SQLite's ORDER BY ... LIMIT skips snippet() for rows that cannot enter the page;
     a materialized subquery would build a snippet for every match. A filter on message columns
-    needs the join for every match; a session is instead a small set of message ids that index
-    rows are checked against (``+rowid`` keeps it a check: as an index constraint FTS5 would
-    seek once per id).
+    needs the join for every row read; a session is instead a small set of message ids that
+    index rows are checked against (``+rowid`` keeps it a check: as an index constraint FTS5
+    would seek once per id). Newest first, FTS5 reads its lists backwards and stops as soon as
+    the page is full; the ids the sessions or the project span bound where it starts and ends.
     """
     table = "messages_trigram" if parsed.spaceless else "messages_fts"
+    newest = await _too_common(store, table, parsed, common)
     where, params = _filters(project, since, until, role)
     join = f" CROSS JOIN messages m ON m.id = {table}.rowid" if where else ""
     if sessions is not None:
         condition, values = _in_sessions("session_id", sessions)
         where.append(f"+{table}.rowid IN (SELECT id FROM messages WHERE {condition})")
         params += values
+    if sessions is not None or project:
+        lo, hi = await _span(store, sessions, project)
+        if lo is None:
+            return []  # no messages there
+        # Bound values, not subqueries: FTS5 is then given both ends of the range.
+        where.append(f"{table}.rowid BETWEEN ? AND ?")
+        params += [lo, hi]
     filters = "".join(f" AND {w}" for w in where)
+    score = "0.0" if newest else f"bm25({table})"
+    order = f"{table}.rowid DESC" if newest else f"score, {table}.rowid DESC"
     page = (
-        f"SELECT {table}.rowid AS id, bm25({table}) AS score, snippet({table}, 0, '[', ']', '…', 12) AS snippet"
-        f" FROM {table}{join} WHERE {table} MATCH ?{filters} ORDER BY score, {table}.rowid DESC LIMIT ?"
+        f"SELECT {table}.rowid AS id, {score} AS score, snippet({table}, 0, '[', ']', '…', 12) AS snippet"
+        f" FROM {table}{join} WHERE {table} MATCH ?{filters} ORDER BY {order} LIMIT ?"
     )
     sql = (
         f"SELECT {_COLUMNS}, hit.snippet, hit.score FROM ({page}) AS hit CROSS JOIN messages m ON m.id = hit.id"
         " CROSS JOIN sessions s ON s.id = m.session_id ORDER BY hit.score, hit.id DESC"
     )
     return await store.select(sql, (" ".join(parsed.terms), *params, limit))
+
+
+async def _too_common(store: SessionStore, table: str, parsed: ParsedQuery, common: int) -> bool:
+    """Whether the query has a word too common to rank by bm25, or a ``prefix*`` term.
+
+    A probe reads at most ``common + 1`` entries of a word's list, so it costs
+    a millisecond or two however common the word. A prefix term is not probed: FTS5 merges the
+    lists of every word it expands to before it can count them, so finding out costs as much
+    as the search, and bm25 would then count them all again.
+    """
+    if any(term.endswith("*") for term in parsed.terms):
+        return True
+    if table == "messages_trigram":
+        words = list(parsed.terms)  # each a phrase of trigrams
+    else:
+        words = list(dict.fromkeys(f'"{w}"' for term in parsed.raw for w in _WORD.findall(term.casefold())))
+    if not words:
+        return False
+    # One statement that stops at the first common word (UNION ALL ... LIMIT 1 runs its arms in turn).
+    probe = " UNION ALL ".join(f"SELECT * FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1 OFFSET ?)" for _ in words)
+    return bool(await store.select(f"{probe} LIMIT 1", tuple(v for w in words for v in (w, common))))
+
+
+async def _span(store: SessionStore, sessions: tuple[str, ...] | None, project: str | None) -> tuple[int | None, int | None]:
+    """The first and the last message id of the sessions given (or else of the project's): a
+    seek per session in (session_id, seq), not a read of their messages."""
+    first = "(SELECT id FROM messages WHERE session_id = {0} ORDER BY seq LIMIT 1)"
+    last = "(SELECT id FROM messages WHERE session_id = {0} ORDER BY seq DESC LIMIT 1)"
+    if sessions is not None:
+        source, column, values = "json_each(?)", "value", [json.dumps(sessions)]
+    else:
+        assert project is not None
+        source = "sessions WHERE cwd = ? OR cwd LIKE ? ESCAPE '\\'"
+        column, values = "sessions.id", [project, _like_prefix(project.rstrip("/") + "/")]
+    rows = await store.select(f"SELECT min({first.format(column)}), max({last.format(column)}) FROM {source}", tuple(values))
+    return rows[0][0], rows[0][1]
 
 
 async def _scan(

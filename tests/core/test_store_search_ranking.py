@@ -1,0 +1,113 @@
+"""History search ranking: bm25 while every word is rare enough, the newest matches otherwise.
+
+The cut-off is lowered (``common_above``) so that a few messages make a word "common"; every
+filter is checked against the messages the test wrote, in the newest-first mode where the
+page is cut inside FTS5 with a range of message ids.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from core.messages import UserMessage
+from core.store import SessionStore, history
+
+
+@pytest.fixture
+async def store(hermes_home):
+    store = await SessionStore.open(hermes_home / "state.db")
+    yield store
+    await store.close()
+
+
+async def _fill(store, layout):
+    """Sessions (cwd, texts) written in order; returns [(session id, seq, text, cwd)] oldest first."""
+    written = []
+    for cwd, texts in layout:
+        record = await store.create_session(cwd=cwd, surface="acp", title=cwd)
+        for text in texts:
+            stored = await store.append_message(record.id, UserMessage.of(text))
+            written.append((record.id, stored.seq, text, cwd))
+    return written
+
+
+async def test_rare_words_rank_by_bm25_and_common_words_list_the_newest(store, tmp_path):
+    written = await _fill(
+        store,
+        [
+            (str(tmp_path / "a"), ["kiwi kiwi kiwi kiwi", "kiwi and some other words here", "plain"]),
+            (str(tmp_path / "b"), ["a kiwi among many many many other words", "kiwi mango", "mango"]),
+        ],
+    )
+    ranked = await history.search(store, "kiwi")  # 4 messages: under the default cut-off
+    assert [h.seq for h in ranked][:1] == [1] and ranked[0].session_id == written[0][0]
+    assert [h.score for h in ranked] == sorted((h.score for h in ranked), reverse=True) and ranked[0].score > 0
+    newest = await history.search(store, "kiwi", common_above=3)  # 4 > 3: too common to rank
+    expected = [(sid, seq) for sid, seq, text, _ in reversed(written) if "kiwi" in text.split()]
+    assert [(h.session_id, h.seq) for h in newest] == expected
+    assert all(h.score == 0.0 for h in newest) and all("[kiwi]" in h.snippet for h in newest)
+    # One common word is enough: the rare one still has to match.
+    assert [(h.session_id, h.seq) for h in await history.search(store, "kiwi mango", common_above=3)] == [(written[4][0], 2)]
+    # The page is cut after the newest ones.
+    assert [(h.session_id, h.seq) for h in await history.search(store, "kiwi", common_above=3, limit=2)] == expected[:2]
+
+
+async def test_a_prefix_lists_the_newest_matches(store, tmp_path):
+    written = await _fill(store, [(str(tmp_path), ["migration one", "migrate migrate migrate", "nothing", "migrations later"])])
+    hits = await history.search(store, "migra*")
+    assert [h.seq for h in hits] == [4, 2, 1] and all(h.score == 0.0 for h in hits)
+    assert all(h.session_id == written[0][0] for h in hits)
+
+
+async def test_phrases_and_cjk_keep_working_when_common(store, tmp_path):
+    await _fill(store, [(str(tmp_path), ["blue green deploy", "green blue deploy", "blue green again", "数据库迁移", "数据库连接"])])
+    assert [h.seq for h in await history.search(store, '"blue green"', common_above=1)] == [3, 1]
+    assert [h.seq for h in await history.search(store, "数据库", common_above=1)] == [5, 4]
+    assert [h.seq for h in await history.search(store, "数据库")] != []  # bm25 on the trigram index
+
+
+async def test_filters_in_newest_first_order_match_the_messages_written(store, tmp_path):
+    # Interleaved sessions in two projects (one nested), so that ranges of ids overlap.
+    layout = []
+    for i in range(6):
+        cwd = str(tmp_path / ("p1" if i % 3 == 0 else "p2" if i % 3 == 1 else "p1/sub"))
+        layout.append((cwd, [f"kiwi note {i} {j}" if j % 2 == 0 else f"other {i} {j}" for j in range(5)]))
+    written = await _fill(store, layout)
+    sessions = list(dict.fromkeys(sid for sid, *_ in written))
+
+    def expected(keep):
+        return [(sid, seq) for sid, seq, text, cwd in reversed(written) if "kiwi" in text and keep(sid, cwd)][:10]
+
+    async def got(**kwargs):
+        return [(h.session_id, h.seq) for h in await history.search(store, "kiwi", common_above=1, **kwargs)]
+
+    project = str(tmp_path / "p1")
+    assert await got(project=project) == expected(lambda sid, cwd: cwd in (project, project + "/sub"))
+    assert await got(session_id=sessions[2]) == expected(lambda sid, cwd: sid == sessions[2])
+    chosen = {sessions[0], sessions[4]}
+    assert await got(sessions=chosen) == expected(lambda sid, cwd: sid in chosen)
+    assert await got(session_id=sessions[1], sessions=chosen) == []
+    assert await got(project=str(tmp_path / "nowhere")) == []
+    empty = await store.create_session(cwd=str(tmp_path), surface="acp")
+    assert await got(session_id=empty.id) == []
+    assert await got(role="assistant") == []
+    assert len(await got(since=time.time() - 3600)) == 10
+    assert await got(until=time.time() - 3600) == []
+
+
+async def test_a_store_from_before_searches_the_same(tmp_path):
+    """A store written before this ranking (same schema) gives the same hits for rare words."""
+    path = tmp_path / "state.db"
+    async with SessionStore.open(path) as store:
+        written = await _fill(store, [(str(tmp_path), ["papaya split", "papaya papaya", "lime"])])
+    with sqlite3.connect(path) as conn:  # what FTS5 alone answers, bm25 order
+        raw = conn.execute(
+            "SELECT m.session_id, m.seq FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            " WHERE messages_fts MATCH 'papaya' ORDER BY bm25(messages_fts), m.id DESC"
+        ).fetchall()
+    async with SessionStore.open(path) as store:
+        assert [(h.session_id, h.seq) for h in await history.search(store, "papaya")] == [tuple(r) for r in raw]
+        assert raw[0] == (written[0][0], 2)
