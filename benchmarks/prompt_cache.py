@@ -1,11 +1,12 @@
 """Prompt caching: does every model request of a turn repeat the previous one as its prefix?
 
 A real ``hermes-acp`` runs a long turn against a scripted model on 127.0.0.1 that keeps each
-request body's bytes: reads, greps and listings of the project, a memory write and a new skill
-mid-turn, a subagent (``delegate``) with reads of its own; then a short second turn, a third
-with nothing new, and one prompt in a new session (where the memory written shows). Each
-request is compared with the previous request of its conversation (the main session, each
-subagent; side requests such as compression's summaries belong to none).
+request body's bytes: reads, greps and listings of a small git project, a file written, a
+memory write and a new skill mid-turn, a subagent (``delegate``) with reads of its own; then a
+short second turn, a third with nothing new, and one prompt in a new session (where the memory
+written shows); then a second ``hermes-acp`` reopens the session (``session/load``) for one
+more prompt. Each request is compared with the previous request of its conversation (the main
+session, each subagent; side requests such as compression's summaries belong to none).
 
 What is compared (a request's *canonical* bytes): what a provider's prefix cache sees, in the
 order it sees it, as serialised on the wire (compact JSON, keys in the order sent; checked
@@ -25,7 +26,7 @@ bytes sent (request bodies as received), canonical bytes, the bytes a prefix cac
 (the common prefixes with the previous request, summed) and the new bytes. The first request of
 a turn is compared with the last of the turn before under ``turn_boundaries``: a new skill
 changes the system prompt there by design (skills are listed from the next turn, memory from
-the next session).
+the next session, and a reopened session takes a new memory snapshot).
 
 Run: .venv/bin/python benchmarks/prompt_cache.py [--steps 30] [--wire openai anthropic] [--window 0 16000] [--code DIR]
 (``--steps``: model requests of the first turn, its last one the answer; ``--window``: the
@@ -70,6 +71,9 @@ PROMPTS = (
     "Thanks, that is all.",
 )
 NEXT_SESSION_PROMPT = "What do you remember about release notes?"
+REOPENED_PROMPT = "Anything left from before?"
+NEXT_SESSION = len(PROMPTS)  # the turn numbers of the new session's prompt and of the reopened session's
+REOPENED = len(PROMPTS) + 1
 
 
 def _dumps(value: Any) -> str:
@@ -249,12 +253,17 @@ class Plan:
             return _call(f"t{turn}-{step}", "read_file", {"path": self.tests[step % len(self.tests)]}, f"Reading test {step}.")
         if turn == 2:
             return {"text": "You are welcome."}
+        if turn == REOPENED:
+            return {"text": "Nothing is left."}
         return {"text": f"Release notes: {MEMORY_TEXT}"}
 
     def _first_turn(self, step: int) -> dict:
         last = self.steps - 1
         if step >= last:
             return {"text": "Each module is summarised above; release notes are in docs/CHANGES.md."}
+        if step == self.steps // 3 - 1:
+            arguments = {"path": "docs/CHANGES.md", "content": "# Changes\n- src: request handlers read from the cache.\n"}
+            return _call(f"s{step}", "write_file", arguments, "Noting the change.")
         if step == self.steps // 3:
             return _call(f"s{step}", "memory", {"action": "add", "file": "memory", "text": MEMORY_TEXT}, "Noting where release notes go.")
         if step == self.steps // 2:
@@ -345,6 +354,9 @@ def make_project(root: Path, modules: int) -> tuple[list[str], list[str]]:
         path = f"tests/test_{n}.py"
         (root / path).write_text(f"def test_{n}():\n    assert {n} + 1 == {n + 1}\n" * 20)
         tests.append(path)
+    git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "start"]):
+        subprocess.run([*git, *command], cwd=root, check=True, capture_output=True)
     return files, tests
 
 
@@ -367,7 +379,8 @@ def environment(tmp: Path, wire: str, base_url: str, code: str | None = None) ->
 
 
 async def drive(wire: str, recorder: Recorder, tmp: Path, window: int, code: str | None = None) -> tuple[ScriptedServer, dict]:
-    """Two turns of one session, then one prompt in a new session; the recording server."""
+    """The turns of one session, one prompt in a new session, then one in the first session
+    reopened by a second hermes-acp; the recording server."""
     project = tmp / "project"
     home = tmp / "home"
     home.mkdir(parents=True)
@@ -377,24 +390,34 @@ async def drive(wire: str, recorder: Recorder, tmp: Path, window: int, code: str
     server: ScriptedServer = ScriptedAnthropicServer(recorder) if wire == "anthropic" else ScriptedOpenAIServer(recorder)
     server.keep_raw = True
     stops = []
-    with server:
-        editor = Editor()
-        async with acp.spawn_agent_process(
+    editor = Editor()
+
+    def agent() -> Any:
+        return acp.spawn_agent_process(
             editor,  # type: ignore[arg-type]  # the SDK's Client protocol, structurally
             hermes_acp(),
             env=environment(tmp, wire, server.base_url, code),
             cwd=str(project),
             transport_kwargs={"stderr": subprocess.DEVNULL},
-        ) as (conn, _process):
+        )
+
+    with server:
+        async with agent() as (conn, _process):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
             sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             for turn, text in enumerate(PROMPTS):
                 recorder.turn = turn
                 answer = await conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
                 stops.append(answer.stop_reason)
-            recorder.turn = len(PROMPTS)
+            recorder.turn = NEXT_SESSION
             other = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             answer = await conn.prompt(session_id=other, prompt=[acp.text_block(NEXT_SESSION_PROMPT)])
+            stops.append(answer.stop_reason)
+        async with agent() as (conn, _process):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+            recorder.turn = REOPENED
+            answer = await conn.prompt(session_id=sid, prompt=[acp.text_block(REOPENED_PROMPT)])
             stops.append(answer.stop_reason)
     return server, {"stop_reasons": stops, "permission_requests": editor.permission_requests}
 
@@ -462,7 +485,9 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
         if who == "side":
             side += 1
             continue
-        label = who if who != "main" else ("main, next session" if turn >= len(PROMPTS) else f"main, turn {turn + 1}")
+        label = (
+            who if who != "main" else {NEXT_SESSION: "main, next session", REOPENED: "main, reopened"}.get(turn, f"main, turn {turn + 1}")
+        )
         here = canonical(body)
         key = "main, next session" if label == "main, next session" else who
         previous = last.get(key)
@@ -480,11 +505,12 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
             boundaries.append(
                 {
                     "request": index,
+                    "into": label,
                     "prefix_holds": result.holds,
                     "common_bytes": result.common,
                     "system_prompt_changed": changed,
                     "new_skill_listed": SKILL_NAME in system_text(body) and SKILL_NAME not in system_text(previous[1]),
-                    "memory_listed": MEMORY_TEXT in system_text(body),
+                    "memory_listed": MEMORY_TEXT in system_text(body) and MEMORY_TEXT not in system_text(previous[1]),
                     "divergence": result.divergence,
                 }
             )
@@ -509,7 +535,7 @@ async def run(wire: str, steps: int, window: int, delegate: bool = True, code: s
         server, driven = await drive(wire, recorder, tmp, window, code)
         bodies = [r.get("body", r) for r in server.requests]
         figures = analyse(bodies, server.raw_requests, recorder.turns)
-        next_session = [b for b, t in zip(bodies, recorder.turns) if t >= len(PROMPTS) and not is_side_request(b)]
+        next_session = [b for b, t in zip(bodies, recorder.turns) if t == NEXT_SESSION and not is_side_request(b)]
         figures["next_session_memory_listed"] = bool(next_session) and MEMORY_TEXT in system_text(next_session[0])
     return {"wire": wire, "window": window or "default", "steps": steps, **driven, **figures}
 
