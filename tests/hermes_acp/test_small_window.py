@@ -95,10 +95,10 @@ def project(tmp_path) -> Path:
     return root
 
 
-def _configure(home: Path, base_url: str) -> None:
+def _configure(home: Path, base_url: str, window: int = WINDOW) -> None:
     (home / "config.toml").write_text(
         f'model = "openai:scripted"\n\n[providers.openai]\nbase_url = "{base_url}"\napi_key = "sk-test-not-a-real-key-123456"\n'
-        f"context_window = {WINDOW}\n"
+        f"context_window = {window}\n"
     )
 
 
@@ -161,3 +161,25 @@ async def test_a_long_turn_fits_an_8k_window_and_a_cut_output_reads_back_whole(h
     assert whole.startswith(head) and whole.endswith(tail) and len(head) + len(tail) < len(whole)
     assert head + "".join(model.parts) == whole
     assert all(line in whole for line in _file(FILES - 1).splitlines())
+
+
+async def test_in_a_large_window_the_same_turn_sends_every_output_whole_and_never_compresses(hermes_home, project):
+    def model(body: dict) -> dict:
+        reads = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if reads < FILES:
+            return {"tool_calls": [{"id": f"r{reads}", "name": "read_file", "arguments": {"path": f"file{reads:02d}.py"}}]}
+        return {"text": "done"}
+
+    with ScriptedOpenAIServer(model) as server:
+        _configure(hermes_home, server.base_url, window=128_000)
+        client = Client(fs=False)
+        async with running_agent(client, agent_env(hermes_home, None)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            answer = await conn.prompt(session_id=sid, prompt=[acp.text_block("Read the twelve files, one at a time.")])
+        bodies = [r.get("body", r) for r in server.requests]
+    assert answer.stop_reason == "end_turn" and len(bodies) == FILES + 1
+    assert not any(_is_summary(b) for b in bodies) and _breaks(bodies) == []
+    assert "to save context" not in json.dumps(bodies[-1])
+    assert bodies[-1]["max_completion_tokens"] == 8192  # the configured reply length: the window has room for it
+    shown = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "tool"]
+    assert all(line in shown[i] for i in range(FILES) for line in _file(i).splitlines())
