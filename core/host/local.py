@@ -4,7 +4,7 @@
 (the ACP surface reads editor buffers and runs commands in the editor's terminal).
 
 Text files keep their encoding, line endings and mode (``core.host.text_files``); commands run
-supervised in their own process group (``core.host.processes``).
+in their own process group, which ends when we die (``core.host.processes``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Commands run as processes on this machine: the environment they get (no credentials), a
-supervisor that ends each command's process group when we die, output capture with a size limit,
-and background jobs read while they run.
+guardian process that ends each command's process group when we die, output capture with a size
+limit, and background jobs read while they run.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -27,13 +28,11 @@ __all__ = [
     "LocalJob",
     "OutputCapture",
     "child_environment",
-    "die_with_parent",
     "next_job_id",
     "run_to_end",
     "is_background_note",
     "notice_of_note",
     "spawn",
-    "supervised",
     "take_ended",
 ]
 
@@ -77,20 +76,6 @@ def _end_background_groups() -> None:
         _signal_group(pgid, signal.SIGTERM)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """In a child before exec: be killed when this process dies, however it dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
-
-
 def _end_on_termination() -> None:
     """On SIGTERM or SIGHUP, stop every command group we started, then die as the signal says.
 
@@ -112,38 +97,129 @@ def _end_on_termination() -> None:
 _exit_handlers = False
 
 
-# Without a PID namespace to end with us, a command runs under this small supervisor: it is
-# sent SIGTERM when we die (even by SIGKILL) and then kills its whole process group.
-_SUPERVISOR = """
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(1, signal.SIGTERM)
-if os.getppid() != int(sys.argv[1]):
-    os.killpg(0, signal.SIGKILL)
-def end(signum, frame):
-    os.killpg(0, signal.SIGKILL)
+# What ends a command's process group when we die, however we die (SIGKILL included): one small
+# guardian process per server, started with the first command. It reads the groups to guard from
+# a pipe whose only writer is us; when that pipe closes (we exited or were killed) it kills every
+# group still registered. A group is registered while its leader runs. The command itself first
+# waits for a go-ahead on its stdin, written only once the guardian has its group, so no part of
+# a command ever runs unguarded; if we die before that, it exits without running anything.
+_GUARDIAN = """
+import os, signal
+groups = set()
+def end(*_):
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(0)
 signal.signal(signal.SIGTERM, end)
 signal.signal(signal.SIGHUP, end)
-child = os.fork()
-if child == 0:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    os.execv("/bin/sh", ["/bin/sh", "-c", sys.argv[2]])
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+pending = b""
 while True:
     try:
-        _, status = os.waitpid(child, 0)
-        break
+        chunk = os.read(0, 4096)
     except InterruptedError:
         continue
-code = os.waitstatus_to_exitcode(status)
-os._exit(128 - code if code < 0 else code)
+    if not chunk:
+        end()
+    *lines, pending = (pending + chunk).split(b"\\n")
+    for line in lines:
+        (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
 """
 
+# The command's first step: wait for the go-ahead, then become the command, stdin /dev/null.
+_WAIT_FOR_GO = 'IFS= read -r go || exit 125; exec "$@" </dev/null'
 
-def supervised(argv: list[str]) -> list[str]:
-    """``/bin/sh -c COMMAND`` under the supervisor on Linux; other argvs (a sandbox) as they are."""
-    if argv[:2] != ["/bin/sh", "-c"] or not sys.platform.startswith("linux"):
+
+class _Guardian:
+    """Our side of the guardian: the groups it guards, and the pipe it reads them from."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pipe: int | None = None
+        self.groups: set[int] = set()
+
+    def _start(self) -> None:
+        self._close()
+        read, write = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _GUARDIAN, "hermes-command-guardian"],
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env={},
+                start_new_session=True,  # out of reach of the terminal's ^C and of our own group
+            )
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        # Never blocking us: a guardian that stops reading (stopped, stuck) counts as dead.
+        os.set_blocking(write, False)
+        self._pipe = write
+        if self.groups:
+            self._send("".join(f"+{group}\n" for group in self.groups))
+
+    def _close(self) -> None:
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pipe)
+            self._pipe = None
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
+    def _send(self, text: str) -> None:
+        assert self._pipe is not None
+        os.write(self._pipe, text.encode())
+
+    def add(self, group: int) -> None:
+        """Guard ``group`` from now on; the guardian is (re)started when it is not running."""
+        with self._lock:
+            self.groups.add(group)
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()  # registers every group, this one included
+                return
+            try:
+                self._send(f"+{group}\n")
+            except OSError:  # it died since the poll, or stopped reading
+                self._start()
+
+    def discard(self, group: int) -> None:
+        with self._lock:
+            if group not in self.groups:
+                return
+            self.groups.discard(group)
+            if self._pipe is not None:
+                with contextlib.suppress(OSError):
+                    self._send(f"-{group}\n")
+
+    def forget(self) -> None:
+        """In a forked child: the guardian and its pipe are the parent's."""
+        self._lock = threading.Lock()
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pipe)
+        self._proc, self._pipe, self.groups = None, None, set()
+
+
+_guardian = _Guardian()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_guardian.forget)
+
+
+def _guarded(argv: list[str]) -> list[str]:
+    """``argv`` behind the go-ahead step (Linux: commands elsewhere run as they are)."""
+    if not sys.platform.startswith("linux"):
         return argv
-    return [sys.executable, "-S", "-c", _SUPERVISOR, str(os.getpid()), argv[2]]
+    return ["/bin/sh", "-c", _WAIT_FOR_GO, "/bin/sh", *argv]
 
 
 class OutputCapture:
@@ -186,8 +262,8 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _wrapped_code(proc: asyncio.subprocess.Process) -> int | None:
-    """The command's own exit code: the sandbox or the supervisor every command runs under
-    reports a signal that killed it as 128 + N."""
+    """The command's own exit code: the sandbox reports a signal that killed it as 128 + N, as
+    the shell does for a command it did not replace itself with."""
     code = proc.returncode
     if code is not None and 128 < code < 128 + signal.NSIG:
         try:
@@ -362,22 +438,61 @@ def take_ended(jobs: Mapping[str, object], audience: str) -> list[EndedCommand]:
 
 
 async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
-    """Start ``argv`` under the supervisor in its own process group, output piped, stdin closed."""
+    """Start ``argv`` in its own process group, guarded (it ends when we die), output piped,
+    stdin closed."""
+    from core.host.sandbox import own_session
+
     global _exit_handlers
     if not _exit_handlers:
         _exit_handlers = True
         _end_on_termination()
-    return await asyncio.create_subprocess_exec(
-        *supervised(argv),
-        cwd=str(cwd),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=env,
-        start_new_session=True,  # its own process group, so stop and cancel reach all of it
-        preexec_fn=die_with_parent,
-        umask=user_umask(),  # ours is 077 for the state home; the user's project gets theirs
-    )
+    guard = sys.platform.startswith("linux")
+    go_read, go_write = os.pipe() if guard else (None, None)
+    try:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *_guarded(argv),
+                cwd=str(cwd),
+                stdin=go_read if guard else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                # Its own process group, so that stop and cancel reach all of it, in a session of
+                # its own (no terminal to read from or be stopped by): bubblewrap makes that session
+                # for the command it runs, which then only needs the group.
+                **({"process_group": 0} if own_session(argv) else {"start_new_session": True}),
+                umask=user_umask(),  # ours is 077 for the state home; the user's project gets theirs
+            )
+        finally:
+            if go_read is not None:
+                os.close(go_read)
+        if go_write is not None:
+            _guardian.add(proc.pid)
+            _forget_when_done(proc)
+            os.write(go_write, b"\n")
+    finally:
+        if go_write is not None:
+            os.close(go_write)  # before the go-ahead (an error): the command exits unstarted
+    return proc
+
+
+_waiting: set[asyncio.Task[None]] = set()
+
+
+def _forget_when_done(proc: asyncio.subprocess.Process) -> None:
+    """Unguard the group once its leader has ended (its number may then be reused). One whose
+    loop is shut down first stays guarded: it is ended with us."""
+
+    async def forget() -> None:
+        try:
+            await proc.wait()
+        finally:
+            if proc.returncode is not None:
+                _guardian.discard(proc.pid)
+
+    task = asyncio.ensure_future(forget())
+    _waiting.add(task)
+    task.add_done_callback(_waiting.discard)
 
 
 async def run_to_end(proc: asyncio.subprocess.Process, *, timeout: float, output_limit: int) -> CommandResult:

@@ -33,6 +33,7 @@ __all__ = [
     "command_argv",
     "command_environment",
     "new_protected_paths",
+    "own_session",
     "protected_entries",
     "seatbelt_profile",
     "status",
@@ -227,7 +228,24 @@ def _probe(name: str, argv: list[str]) -> SandboxStatus:
 
 
 def _bwrap() -> str | None:
-    return os.environ.get("HERMES_BWRAP") or shutil.which("bwrap")
+    return _find_bwrap(os.environ.get("HERMES_BWRAP"), os.environ.get("PATH"))
+
+
+@functools.lru_cache(maxsize=4)
+def _find_bwrap(override: str | None, path: str | None) -> str | None:
+    return override or shutil.which("bwrap", path=path)
+
+
+def own_session(argv: list[str]) -> bool:
+    """Whether ``argv`` (from ``command_argv``) starts the command in a session of its own
+    (bubblewrap's ``--new-session``): whoever spawns it then only gives it its own process group."""
+    i = 0
+    if argv[:2] == ["/usr/bin/env", "-i"]:
+        i = 2
+        while i < len(argv) and "=" in argv[i]:  # env's own reading of its arguments
+            i += 1
+    bwrap = _bwrap()
+    return bwrap is not None and argv[i : i + 2] == [bwrap, "--new-session"]
 
 
 def command_argv(command: str, cwd: Path, confinement: Confinement | None, env: dict[str, str] | None = None) -> list[str]:
@@ -249,7 +267,20 @@ def command_argv(command: str, cwd: Path, confinement: Confinement | None, env: 
     if confinement.grants.unconfined:
         bwrap = _bwrap()
         assert bwrap is not None
-        return [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--chdir", str(cwd), *shell]
+        return [
+            bwrap,
+            "--new-session",
+            "--dev-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--chdir",
+            str(cwd),
+            *shell,
+        ]
     return _bwrap_argv(command, cwd, confinement, env)
 
 
@@ -277,21 +308,40 @@ def _home() -> Path:
 def _hidden_paths(confinement: Confinement) -> list[Path]:
     from core.config import home as state_home
 
-    homes = {_home()}
+    homes = [_home()]
     try:
         import pwd
 
-        homes.add(Path(pwd.getpwuid(os.getuid()).pw_dir).resolve())
+        homes.append(Path(pwd.getpwuid(os.getuid()).pw_dir).resolve())
     except (ImportError, KeyError):
         pass
-    paths = [h / name for h in homes for name in CREDENTIAL_STORES]
-    paths += [Path(p) for p in _SYSTEM_SECRETS]
-    paths.append(state_home())
-    paths += _configured_hidden()
+    paths = list(_fixed_hidden(tuple(homes), state_home(), tuple(_configured_hidden())))
     # Secret files at the top of each root (.env, keys): the model reads them only when asked.
     for root in confinement.roots:
-        paths += [e for e in _entries(root) if e.name.lower() != ".git" and e.is_file() and is_secret_path(Path(e.name))]
+        try:
+            with os.scandir(root) as it:
+                paths += [Path(e.path) for e in it if _secret_name(e.name) and e.is_file()]
+        except OSError:
+            pass
     return paths
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_name(name: str) -> bool:
+    """Whether a file of this name at the top of a root is hidden (the same names come back on
+    every command, and judging one takes a few dozen patterns)."""
+    return name.lower() != ".git" and is_secret_path(Path(name))
+
+
+@functools.lru_cache(maxsize=8)
+def _fixed_hidden(homes: tuple[Path, ...], state: Path, configured: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The paths hidden whatever the roots: credential stores under the homes, the system's
+    secrets, the state home and the configured ones (built once; whether each exists is not)."""
+    paths = [h / name for h in dict.fromkeys(homes) for name in CREDENTIAL_STORES]
+    paths += [Path(p) for p in _SYSTEM_SECRETS]
+    paths.append(state)
+    paths += configured
+    return tuple(paths)
 
 
 def _entries(directory: Path) -> list[Path]:
@@ -330,7 +380,7 @@ def _bwrap_argv(command: str, cwd: Path, confinement: Confinement, env: dict[str
     assert bwrap is not None
     writable = [r for r in confinement.roots if r.exists()]
     granted = [p for p in confinement.grants.writable if p.exists()]
-    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    argv = [bwrap, "--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not confinement.grants.network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
