@@ -3,11 +3,13 @@
 A real ``hermes-acp`` runs the turn against the scripted model, once per window (configured as
 ``[providers.openai] context_window`` in config.toml, as a user sets it for a local model). For
 each window it prints: the turn's model requests, the largest one in estimated tokens (its
-bytes / 3.5, the ratio of the agent's own estimate) beside the window, the largest context the
+bytes / 3.5, the ratio of the agent's own estimate) beside the window, and with the reply it may
+ask for (``max_tokens``) added, the largest context the
 agent reported in ``usage_update``, the summary requests and how many steps each buys, the tokens
 sent in the turn (the same estimate, summed), and how often a request did not repeat the one
 before it byte for byte as its prefix (a prompt-cache miss; a compression causes one).
 Run: .venv/bin/python benchmarks/small_window.py [--windows 8000,32000,128000] [--files 12] [--file-kb 7] [--rounds 1]
+[--code DIR] (``--code``: run the server from another tree of the repository, for a before/after)
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def prefix_misses(bodies: list[dict]) -> int:
     return misses
 
 
-async def run_turn(window: int, files: int, file_kb: float, home: Path, project: Path) -> dict:
+async def run_turn(window: int, files: int, file_kb: float, home: Path, project: Path, code: str = "") -> dict:
     script = Script(files)
     with ScriptedOpenAIServer(script) as server:
         (home / "config.toml").write_text(
@@ -114,6 +116,8 @@ async def run_turn(window: int, files: int, file_kb: float, home: Path, project:
             f'base_url = "{server.base_url}"\napi_key = "sk-bench-000000000000"\ncontext_window = {window}\n'
         )
         env = {"HERMES_EDITOR_HOME": str(home), "HOME": str(home.parent / "user-home"), "PATH": os.environ["PATH"], "HERMES_QUIET": "1"}
+        if code:
+            env["PYTHONPATH"] = code
         client = Client()
         async with acp.spawn_agent_process(
             client, str(BIN / "hermes-acp"), env=env, cwd=str(project), transport_kwargs={"stderr": subprocess.DEVNULL}
@@ -129,11 +133,13 @@ async def run_turn(window: int, files: int, file_kb: float, home: Path, project:
     steps = [b for b in bodies if b.get("tools") and not is_summary(b)]
     assert len(steps) == files + 1, f"{len(steps)} steps for {files} reads and an answer"
     sizes = [estimated_tokens(b) for b in bodies]
+    replies = [int(b.get("max_completion_tokens") or b.get("max_tokens") or 0) for b in bodies]
     return {
         "window": window,
         "requests": len(bodies),
         "steps": len(steps),
         "largest_request_tokens": max(sizes),
+        "largest_request_plus_reply": max(size + reply for size, reply in zip(sizes, replies)),
         "largest_reported_used": max((used for used, _ in client.usage), default=0),
         "reported_size": max((size for _, size in client.usage), default=0),
         "summary_requests": len(summaries),
@@ -144,7 +150,7 @@ async def run_turn(window: int, files: int, file_kb: float, home: Path, project:
     }
 
 
-async def main(windows: list[int], files: int, file_kb: float, rounds: int) -> dict:
+async def main(windows: list[int], files: int, file_kb: float, rounds: int, code: str = "") -> dict:
     results: dict[int, list[dict]] = {w: [] for w in windows}
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
@@ -155,14 +161,15 @@ async def main(windows: list[int], files: int, file_kb: float, rounds: int) -> d
             for window in windows:  # rounds interleaved across windows
                 home = Path(tmp) / f"home-{window}-{r}"
                 home.mkdir(mode=0o700)
-                results[window].append(await run_turn(window, files, file_kb, home, project))
+                results[window].append(await run_turn(window, files, file_kb, home, project, code))
     rows = []
     for window, runs in results.items():
         row = dict(runs[0])
         row["turn_ms"] = round(statistics.median(r["turn_ms"] for r in runs), 1)
-        row["over_window"] = row["largest_request_tokens"] > window or row["largest_reported_used"] > window
+        row["over_window"] = row["largest_request_plus_reply"] > window or row["largest_reported_used"] > window
         rows.append(row)
-    return {"benchmark": "small_window", "files": files, "file_kb": file_kb, "rounds": rounds, "windows": rows}
+    figures = {"benchmark": "small_window", "files": files, "file_kb": file_kb, "rounds": rounds, "windows": rows}
+    return {**figures, "code": code} if code else figures
 
 
 if __name__ == "__main__":
@@ -171,6 +178,8 @@ if __name__ == "__main__":
     parser.add_argument("--files", type=int, default=12)
     parser.add_argument("--file-kb", type=float, default=7.0)
     parser.add_argument("--rounds", type=int, default=1, help="turns per window (figures other than time are the same each round)")
+    parser.add_argument("--code", default="", metavar="DIR", help="run the server from another tree of the repository (a before/after)")
     args = parser.parse_args()
-    figures = asyncio.run(main([int(w) for w in args.windows.split(",")], args.files, args.file_kb, args.rounds))
+    code = str(Path(args.code).resolve()) if args.code else ""
+    figures = asyncio.run(main([int(w) for w in args.windows.split(",")], args.files, args.file_kb, args.rounds, code))
     print(json.dumps(figures, indent=2))
