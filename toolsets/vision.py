@@ -13,7 +13,6 @@ from core.messages import ImagePart
 from core.models.vision import MAX_IMAGE_BYTES, ImageError, decode_data_url, image_part
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
-from core.tools.net import download, http_url
 from core.tools.registry import ToolOutput, tool
 from core.version import version
 
@@ -72,6 +71,8 @@ async def _read(ctx: ToolContext, source: str) -> bytes:
 async def _download(ctx: ToolContext, source: str, settings: WebConfig) -> ImagePart:
     """An image from an http(s) URL, downloaded as web_fetch downloads (``[web]`` domain lists and
     timeout; every hop checked and approved before it connects), at most MAX_IMAGE_BYTES."""
+    from core.tools.net import download, http_url  # httpx loads on the first download
+
     headers = {"User-Agent": f"hermes-editor/{version()} (inspect_image)", "Accept": "image/*"}
     got = await download(http_url(source, "inspect_image"), settings, ctx.approve_network, max_bytes=MAX_IMAGE_BYTES, headers=headers)
     if got.status >= 400:

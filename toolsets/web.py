@@ -23,9 +23,8 @@ import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, Field
 
 from core.config import WebConfig
@@ -33,9 +32,12 @@ from core.events import Notice
 from core.learning.screening import Finding, screen
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
-from core.tools.net import download, http_url, refuse_denied
 from core.tools.registry import ToolOutput, tool
 from core.version import version
+
+if TYPE_CHECKING:
+    # httpx (through core.tools.net) loads on the first web call: a turn without one never needs it.
+    import httpx
 
 __all__ = ["web_fetch", "web_search"]
 
@@ -105,6 +107,8 @@ def _keep(session_id: str, url: str, page: _Page) -> None:
 @tool(kind="fetch", read_only=True, title=lambda a: f"Fetch {a.url}")
 async def web_fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
     """Read a URL: HTML as Markdown (main content), PDF as text, JSON and text as is. A long page ends with the offset to read on."""
+    from core.tools.net import http_url, refuse_denied
+
     settings = ctx.settings.web
     url = http_url(args.url, "web_fetch")
     refuse_denied(url, settings)
@@ -120,6 +124,8 @@ async def web_fetch(ctx: ToolContext, args: WebFetchArgs) -> ToolOutput:
 async def _fetch(ctx: ToolContext, start: httpx.URL, settings: WebConfig) -> _Page:
     """Download ``start`` (every hop checked and approved before it connects), then convert and
     screen what came back."""
+    from core.tools.net import download
+
     got = await download(start, settings, ctx.approve_network, max_bytes=settings.max_bytes, headers=_headers())
     url = str(got.url)
     note = f"the download stopped at {settings.max_bytes} bytes ([web] max_bytes); the rest was not read" if got.cut else ""
@@ -269,6 +275,8 @@ _DEFAULT_URLS = {"brave": "https://api.search.brave.com", "tavily": "https://api
 @tool(kind="search", read_only=True, title=lambda a: f"Search the web: {a.query}")
 async def web_search(ctx: ToolContext, args: WebSearchArgs) -> ToolOutput:
     """Search the web: title, URL and snippet per result."""
+    import httpx
+
     settings = ctx.settings.web
     backend, base, key = _backend(settings)
     try:
