@@ -1,15 +1,22 @@
-"""What each host costs per command and per file: local, Docker (and any host added to ``HOSTS``).
+"""What each host costs per command and per file: local (without and inside the OS sandbox), Docker
+(and any host added to ``HOSTS``).
 
 For each host, on a temporary project: the median and p95 of ``run_command("true")`` (``--rounds``
 times, after one warm-up command, which for Docker also starts the session's container: its time
-is reported as ``first_command_ms``), a 1 MB text file written and read back through the host's
+is reported as ``first_command_ms``), side by side with a bare ``/bin/sh -c true`` spawned through
+asyncio in the same rounds (interleaved; ``true_over_bare_ms`` is the difference of the medians:
+what the host's path adds to a command), a 1 MB text file written and read back through the host's
 file methods (the round trip the file tools make), and the same 1 MB read by a command
 (``cat``: output streamed back from wherever the command runs). Hosts are measured in turn on the
 same machine; Docker needs a running daemon and an image with ``/bin/sh`` (by default one built
 offline from the system's static busybox, as the tests do).
 
-Prints JSON. Run: .venv/bin/python benchmarks/host_overhead.py [--rounds 50] [--hosts local,docker,ssh] [--image IMAGE]
-[--ssh user@box:/dir]
+``local-sandboxed`` is the local host with the project as the sandbox's confinement (bubblewrap
+on Linux), as the agent runs a command it did not ask about. ``--code DIR`` measures another tree
+of the repository (a ``git worktree`` of an older revision, for a before/after).
+
+Prints JSON. Run: .venv/bin/python benchmarks/host_overhead.py [--rounds 50] [--hosts local,local-sandboxed,docker,ssh]
+[--image IMAGE] [--ssh user@box:/dir] [--code DIR]
 """
 
 from __future__ import annotations
@@ -27,10 +34,23 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.config import ProjectConfig
-from core.host.local import Host, LocalHost
+def _code_dir() -> str:
+    """The tree to measure: ``--code DIR`` (read before anything of it is imported), else this one."""
+    for i, arg in enumerate(sys.argv):
+        if arg == "--code" and i + 1 < len(sys.argv):
+            return str(Path(sys.argv[i + 1]).resolve())
+        if arg.startswith("--code="):
+            return str(Path(arg.split("=", 1)[1]).resolve())
+    return str(Path(__file__).resolve().parents[1])
+
+
+CODE = _code_dir()
+sys.path.insert(0, CODE)
+
+from core.config import ProjectConfig  # noqa: E402
+from core.host.local import Host, LocalHost  # noqa: E402
+from core.host.sandbox import Confinement  # noqa: E402
 
 BUSYBOX_IMAGE = "hermes-editor-test-busybox:1"
 MB = 1_000_000
@@ -100,7 +120,14 @@ def ssh_host(folder: Path, options: argparse.Namespace) -> Host:
 
 # Name -> factory of a host for a temporary project folder. Another host joins the comparison
 # by adding its factory here (and its name to --hosts).
-HOSTS: dict[str, Callable[[Path, argparse.Namespace], Host]] = {"local": local_host, "docker": docker_host, "ssh": ssh_host}
+HOSTS: dict[str, Callable[[Path, argparse.Namespace], Host]] = {
+    "local": local_host,
+    "local-sandboxed": local_host,
+    "docker": docker_host,
+    "ssh": ssh_host,
+}
+# Hosts whose commands run with the project as their confinement (the OS sandbox).
+SANDBOXED = {"local-sandboxed"}
 
 
 async def _nothing(_content: Any) -> None:
@@ -113,20 +140,35 @@ async def timed(action: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     return (time.perf_counter() - started) * 1000, value
 
 
+async def bare_true(folder: Path) -> None:
+    """``/bin/sh -c true`` spawned through asyncio with nothing around it: the reference."""
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", "true", cwd=str(folder), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE
+    )
+    await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"/bin/sh -c true failed: {proc.returncode}")
+
+
 async def measure(name: str, options: argparse.Namespace) -> dict:
-    folder = Path(tempfile.mkdtemp(prefix=f"hermes-bench-{name}-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"hermes-bench-{name}-")).resolve()
     folder.chmod(0o755)  # readable by a container's user when the folder's owner is root
     host = HOSTS[name](folder, options)
+    confinement = Confinement((folder,)) if name in SANDBOXED else None
     try:
 
         async def command(text: str) -> Any:
-            result = await host.run_command(text, folder, timeout=60, output_limit=2 * MB, show=_nothing)
+            result = await host.run_command(text, folder, timeout=60, output_limit=2 * MB, show=_nothing, confinement=confinement)
             if result.exit_code != 0:
                 raise RuntimeError(f"{name}: {text!r} failed: {result}")
             return result
 
         first_ms, _ = await timed(lambda: command("true"))
-        runs = [(await timed(lambda: command("true")))[0] for _ in range(options.rounds)]
+        await bare_true(folder)
+        runs, bare = [], []
+        for _ in range(options.rounds):
+            runs.append((await timed(lambda: command("true")))[0])
+            bare.append((await timed(lambda: bare_true(folder)))[0])
         text = ("x" * 99 + "\n") * (MB // 100)
         target = folder / "one-mb.txt"
 
@@ -140,6 +182,8 @@ async def measure(name: str, options: argparse.Namespace) -> dict:
         return {
             "first_command_ms": round(first_ms, 2),
             "true": summary(runs),
+            "bare_true": summary(bare),
+            "true_over_bare_ms": round(statistics.median(runs) - statistics.median(bare), 2),
             "file_1mb_write_read": summary(files),
             "cat_1mb": summary(cats),
         }
@@ -151,10 +195,11 @@ async def measure(name: str, options: argparse.Namespace) -> dict:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--hosts", default="local,docker,ssh", help=f"comma-separated, of: {', '.join(HOSTS)}")
+    parser.add_argument("--hosts", default="local,local-sandboxed,docker,ssh", help=f"comma-separated, of: {', '.join(HOSTS)}")
     parser.add_argument("--image", default=None, help="the Docker image (default: a busybox image built offline)")
     parser.add_argument("--ssh", default=None, help="user@box:/dir for the ssh host (default: an SSH server on 127.0.0.1 in this process)")
     parser.add_argument("--ssh-port", type=int, default=None)
+    parser.add_argument("--code", metavar="DIR", help="measure this tree of the repository instead (a worktree of another revision)")
     options = parser.parse_args()
     names = [n.strip() for n in options.hosts.split(",") if n.strip()]
     unknown = [n for n in names if n not in HOSTS]
@@ -165,7 +210,8 @@ async def main() -> None:
     for figures in results.values():
         if base:
             figures["true_over_local_ms"] = round(figures["true"]["median_ms"] - base, 2)
-    print(json.dumps({"rounds": options.rounds, "cpus": os.cpu_count(), "hosts": results}, indent=2))
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(json.dumps({"rounds": options.rounds, "cpus": os.cpu_count(), "load": load, "code": CODE, "hosts": results}, indent=2))
 
 
 if __name__ == "__main__":
