@@ -314,6 +314,12 @@ class Recorder:
         return self.plan.subagent(step)
 
 
+def _stop(answer: Any) -> str:
+    """A prompt's stop reason, with the error hermes-acp reported for it if any."""
+    error = ((answer.field_meta or {}).get("hermes") or {}).get("error")
+    return f"{answer.stop_reason}: {error}" if error else str(answer.stop_reason)
+
+
 class Editor:
     """An editor that allows whatever it is asked."""
 
@@ -408,17 +414,17 @@ async def drive(wire: str, recorder: Recorder, tmp: Path, window: int, code: str
             for turn, text in enumerate(PROMPTS):
                 recorder.turn = turn
                 answer = await conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
-                stops.append(answer.stop_reason)
+                stops.append(_stop(answer))
             recorder.turn = NEXT_SESSION
             other = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
             answer = await conn.prompt(session_id=other, prompt=[acp.text_block(NEXT_SESSION_PROMPT)])
-            stops.append(answer.stop_reason)
+            stops.append(_stop(answer))
         async with agent() as (conn, _process):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
             await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
             recorder.turn = REOPENED
             answer = await conn.prompt(session_id=sid, prompt=[acp.text_block(REOPENED_PROMPT)])
-            stops.append(answer.stop_reason)
+            stops.append(_stop(answer))
     return server, {"stop_reasons": stops, "permission_requests": editor.permission_requests}
 
 
