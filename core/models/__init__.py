@@ -6,7 +6,8 @@ Adapters (and their provider SDKs) load on first use; importing this package sta
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 from core.config import Config, ConfigError, ModelRef, config_path
 from core.messages import Usage
@@ -28,6 +29,15 @@ from core.models.resilient import ResilientModel
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+# Both SDKs carry an optional aiohttp transport, loaded with the SDK when aiohttp is installed
+# (it is, for other parts of the project), and never used here: requests go through the SDKs'
+# own httpx clients. Marked absent, they are not loaded, and aiohttp with them (about 25 MB and
+# a tenth of a second); each SDK then offers that transport as not installed. (None in
+# sys.modules is the import system's "not installed"; typeshed types the values as modules.)
+_NOT_INSTALLED: dict[str, Any] = dict.fromkeys(("openai._vendor.httpx_aiohttp", "anthropic._vendor.httpx_aiohttp"), None)
+for _name, _value in _NOT_INSTALLED.items():
+    sys.modules.setdefault(_name, _value)
 
 __all__ = [
     "ErrorKind",
