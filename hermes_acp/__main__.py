@@ -57,8 +57,9 @@ class _Loader(threading.Thread):
                 self.config = None
             self.redactor = setup_logging("acp", self.config.log_level if self.config else "info")
             self._config_loaded.set()
-            import acp.agent.connection  # noqa: F401  (the slow part)
+            from hermes_acp.sdk_load import load_sdk
 
+            load_sdk()  # the slow part
             import hermes_acp.server  # noqa: F401
         except BaseException as exc:  # re-raised in the main thread
             self.error = exc
