@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
     "script, args, key",
     [
         ("acp_startup.py", ["--rounds", "1"], "first_session_ms"),
+        ("acp_startup.py", ["--rounds", "1", "--code", ".", "--acpx"], "code_over_ours"),
         ("acp_cancel.py", ["--rounds", "1"], "cancel_during_command_ms"),
         ("first_request.py", [], "bytes"),
         ("acp_replay.py", ["--rounds", "1", "--messages", "200"], "load_ms"),
