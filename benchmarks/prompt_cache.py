@@ -231,6 +231,21 @@ def _compaction_between(before: dict, after: dict, summarised: bool) -> str | No
     return None
 
 
+def _breakpoints(body: dict) -> list[int]:
+    """The indexes of the Anthropic content blocks marked with cache_control, in order."""
+    blocks = [b for m in body.get("messages") or [] if isinstance(m.get("content"), list) for b in m["content"]]
+    return [i for i, b in enumerate(blocks) if isinstance(b, dict) and "cache_control" in b]
+
+
+def _blocks_back(before: dict, after: dict) -> int:
+    """How many blocks back from its nearest breakpoint ``after`` must look to find where ``before``
+    cached up to (its last breakpoint); 0 when neither marks a message block."""
+    marks = _breakpoints(before)
+    if not marks:
+        return 0
+    return min((b - marks[-1] for b in _breakpoints(after) if b >= marks[-1]), default=0)
+
+
 # -- the scripted model ------------------------------------------------------------------------------
 
 
@@ -243,6 +258,7 @@ class Plan:
     tests: list[str]
     subagent_steps: int = 3
     delegate: bool = True
+    parallel: int = 0  # one step reads this many files at once (0: none)
 
     def main(self, turn: int, step: int) -> dict:
         if turn == 0:
@@ -275,6 +291,10 @@ class Plan:
         if self.delegate and step == (2 * self.steps) // 3:
             task = {"goal": "Read the first three test files and report what they check.", "toolset": "read-only"}
             return _call(f"s{step}", "delegate", {"tasks": [task]}, "Handing the tests to a subagent.")
+        if self.parallel and step == self.steps // 2 + 1:
+            paths = [self.files[(step + n) % len(self.files)] for n in range(self.parallel)]
+            calls = [{"id": f"s{step}-{n}", "name": "read_file", "arguments": {"path": p}} for n, p in enumerate(paths)]
+            return {"text": f"Reading {len(paths)} modules at once.", "tool_calls": calls}
         if step % 7 == 6:
             return _call(f"s{step}", "grep", {"pattern": "def ", "path": "src"}, "Looking for the functions.")
         if step % 5 == 4:
@@ -486,6 +506,8 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
     side = 0
     wire_exact = all(_dumps(b).encode() == r for b, r in zip(bodies, raws))
     breakpoints = max((r.count(b'"cache_control"') for r in raws), default=0)
+    # Anthropic looks for an earlier cache entry about 20 blocks back from a breakpoint at most.
+    blocks_back = 0
     for index, (body, raw, turn) in enumerate(zip(bodies, raws, turns)):
         who = conversation_of(body)
         if who == "side":
@@ -523,21 +545,23 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
         else:
             summarised = any(s in range(previous[3], index) for s in summaries)
             figure.add(len(raw), compare(previous[2], here), index, _compaction_between(previous[1], body, summarised))
+            blocks_back = max(blocks_back, _blocks_back(previous[1], body))
         last[key] = (turn, body, here, index)
     return {
         "wire_exact": wire_exact,
         "most_cache_breakpoints": breakpoints,
+        "most_blocks_back_to_the_last_cache": blocks_back if breakpoints else None,
         "side_requests": side,
         "conversations": {label: f.out() for label, f in figures.items()},
         "turn_boundaries": boundaries,
     }
 
 
-async def run(wire: str, steps: int, window: int, delegate: bool = True, code: str | None = None) -> dict:
+async def run(wire: str, steps: int, window: int, delegate: bool = True, code: str | None = None, parallel: int = 0) -> dict:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         files, tests = make_project(tmp / "project", modules=max(4, min(steps, 24)))
-        recorder = Recorder(Plan(steps, files, tests, delegate=delegate))
+        recorder = Recorder(Plan(steps, files, tests, delegate=delegate, parallel=parallel))
         server, driven = await drive(wire, recorder, tmp, window, code)
         bodies = [r.get("body", r) for r in server.requests]
         figures = analyse(bodies, server.raw_requests, recorder.turns)
@@ -563,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30, help="model requests in the first turn (its last one answers)")
     parser.add_argument("--wire", nargs="+", choices=("openai", "anthropic"), default=["openai", "anthropic"])
     parser.add_argument("--window", nargs="+", type=int, default=[0, 16000], help="context windows in tokens (0: the default)")
+    parser.add_argument("--parallel", type=int, default=10, help="one step of the first turn reads this many files at once")
     parser.add_argument("--code", help="run the hermes-acp of another tree of the repository (for a before/after)")
     args = parser.parse_args(argv)
     code = str(Path(args.code).resolve()) if args.code else None
@@ -571,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for wire in args.wire:
         for window in args.window:
-            result = asyncio.run(run(wire, args.steps, window, code=code))
+            result = asyncio.run(run(wire, args.steps, window, code=code, parallel=args.parallel))
             result["totals"] = summary_line(result)
             runs.append(result)
     holds = all(c["breaks"] == c["breaks_at_compaction"] for r in runs for c in r["conversations"].values())

@@ -237,11 +237,26 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
+# Content blocks the API looks back over from a breakpoint for an earlier cache entry (about 20).
+_LOOKBACK = 18
+
+
 def _mark_last_block(messages: list[dict[str, Any]]) -> None:
-    """Cache breakpoint on the last message's last cacheable block: the next step reuses it all."""
+    """Cache breakpoint on the last message's last cacheable block: the next step reuses it all.
+
+    The step before ended where the last exchange (the model's calls, then their results)
+    begins; when that exchange holds more blocks than the API looks back over (many calls at
+    once), the end of the step before is marked too, so what it cached is still found (four
+    breakpoints in all: tools, system and these two)."""
     if not messages:
         return
-    for block in reversed(messages[-1]["content"]):
+    _mark(messages[-1])
+    if len(messages) >= 3 and len(messages[-1]["content"]) + len(messages[-2]["content"]) >= _LOOKBACK:
+        _mark(messages[-3])
+
+
+def _mark(message: dict[str, Any]) -> None:
+    for block in reversed(message["content"]):
         if block["type"] not in ("thinking", "redacted_thinking"):
             block["cache_control"] = dict(_CACHE)
             return

@@ -219,3 +219,30 @@ async def test_a_reopened_session_begins_its_requests_as_before(hermes_home, pro
     result = compare(canonical(before), canonical(after))
     assert result.holds, result.divergence
     assert "2 changed files\n" in system_text(fresh)
+
+
+async def test_after_many_calls_at_once_the_last_cache_is_still_within_reach(hermes_home, project):
+    """Anthropic finds an earlier cache entry only about 20 blocks back from a breakpoint: after a
+    step of twelve reads at once (25 new blocks), the request marks where the one before ended
+    too, so what it cached is read, not written again; four breakpoints at most."""
+    for n in range(12):
+        (project / f"part_{n}.txt").write_text(f"part {n}\n" * 30)
+    reads = [{"id": f"r{n}", "name": "read_file", "arguments": {"path": f"part_{n}.txt"}} for n in range(12)]
+    script = [_call("c1", "read_file", {"path": "app.py"}), {"text": "Reading them all.", "tool_calls": reads}, {"text": "Done."}]
+    with ScriptedAnthropicServer(script) as server:
+        async with running_agent(Client(), _env(hermes_home, "anthropic", server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            assert (await conn.prompt(session_id=sid, prompt=[acp.text_block("read every part")])).stop_reason == "end_turn"
+    bodies = [r.get("body", r) for r in server.requests if r.get("tools")]
+    assert len(bodies) == 3
+
+    def marks(body: dict) -> list[int]:
+        blocks = [b for m in body["messages"] for b in m["content"]]
+        return [i for i, b in enumerate(blocks) if "cache_control" in b]
+
+    for before, after in zip(bodies, bodies[1:]):
+        assert compare(canonical(before), canonical(after)).holds
+        assert json.dumps(after).count("cache_control") <= 4
+        cached_to = marks(before)[-1]
+        assert any(0 <= mark - cached_to <= 18 for mark in marks(after)), (cached_to, marks(after))
+    assert marks(bodies[2])[-1] - marks(bodies[1])[-1] > 20  # the exchange itself is longer than the look-back
