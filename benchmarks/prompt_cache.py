@@ -1,38 +1,42 @@
 """Prompt caching: does every model request of a turn repeat the previous one as its prefix?
 
 A real ``hermes-acp`` runs a long turn against a scripted model on 127.0.0.1 that keeps each
-request body's bytes: reads, greps and listings of a small git project, a file written, a
-memory write and a new skill mid-turn, a subagent (``delegate``) with reads of its own; then a
-short second turn, a third with nothing new, and one prompt in a new session (where the memory
-written shows); then a second ``hermes-acp`` reopens the session (``session/load``) for one
-more prompt. Each request is compared with the previous request of its conversation (the main
-session, each subagent; side requests such as compression's summaries belong to none).
+request body's bytes: reads, greps and listings of a small git project, a file written, a memory
+write and a new skill mid-turn, a step of several reads at once, a subagent (``delegate``) with
+reads of its own; then a short second turn, a third with nothing new, and one prompt in a new
+session (where the memory written shows); then a second ``hermes-acp`` reopens the session
+(``session/load``) for one more prompt. Each request is compared with the previous request of
+its conversation (the main session, each subagent; side requests such as compression's summaries
+belong to none).
 
 What is compared (a request's *canonical* bytes): what a provider's prefix cache sees, in the
 order it sees it, as serialised on the wire (compact JSON, keys in the order sent; checked
 against the bytes received, ``wire_exact``): the ``tools`` array, then for Anthropic the
 ``system`` blocks, then the ``messages`` array without its closing bracket (the
-OpenAI-compatible system prompt is its first message). Anthropic's ``cache_control`` markers
-are left out (they move to the last block on every step: they mark the prefix, they are not
-part of it; ``most_cache_breakpoints`` counts them, the API takes four) and its last message is
-left open (a block may join it). The request-only text of a turn (the learning reminders,
-``[Ephemeral reminder...``, always last) is the request's *tail*.
+OpenAI-compatible system prompt is its first message). Anthropic's ``cache_control`` markers are left
+out (they move to the last block on every step: they mark the prefix, they are not part of it;
+``most_cache_breakpoints`` counts them, the API takes four;
+``most_blocks_back_to_the_last_cache`` is how far back from its nearest breakpoint a request
+must look to find where the one before cached up to, the API looks about 20 blocks back) and its
+last message is left open (a block may join it). The request-only text of a turn (the learning
+reminders, ``[Ephemeral reminder...``, always last) is the request's *tail*.
 
 The property holds for a request when the previous request's canonical bytes, its tail aside,
 start its own. Per conversation and turn: requests, requests compared (all but the first of a
-conversation or turn), those the property holds for, the breaks (request index, byte offset,
-the bytes on each side, and whether compression made them: a summary or more outputs pruned),
-bytes sent (request bodies as received), canonical bytes, the bytes a prefix cache could reuse
-(the common prefixes with the previous request, summed) and the new bytes. The first request of
-a turn is compared with the last of the turn before under ``turn_boundaries``: a new skill
-changes the system prompt there by design (skills are listed from the next turn, memory from
-the next session, and a reopened session takes a new memory snapshot).
+conversation or turn), those the property holds for, the breaks (request index, byte offset, the
+bytes on each side, and whether compression made them: a summary or more outputs pruned), bytes
+sent (request bodies as received), canonical bytes, the bytes a prefix cache could reuse (the
+common prefixes with the previous request, summed) and the new bytes. The first request of a
+turn is compared with the last of the turn before under ``turn_boundaries``: a new skill changes
+the system prompt there by design (skills are listed from the next turn, memory from the next
+session, and a reopened session takes a new memory snapshot).
 
-Run: .venv/bin/python benchmarks/prompt_cache.py [--steps 30] [--wire openai anthropic] [--window 0 16000] [--code DIR]
+Run: .venv/bin/python benchmarks/prompt_cache.py [--steps 30] [--wire openai anthropic] [--window 0 16000] [--parallel 10] [--code DIR]
 (``--steps``: model requests of the first turn, its last one the answer; ``--window``: the
 model's context window in tokens for a run, 0 for the provider's default; a small one makes the
-turn cross compaction boundaries; ``--code``: the ``hermes-acp`` of another tree of the
-repository, such as a ``git worktree`` of an older revision.)
+turn cross compaction boundaries; ``--parallel``: how many reads the step of reads at once
+makes; ``--code``: the ``hermes-acp`` of another tree of the repository, such as a ``git
+worktree`` of an older revision.)
 """
 
 from __future__ import annotations
