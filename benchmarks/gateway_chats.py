@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import signal
 import statistics
@@ -128,8 +129,9 @@ def percentile(values: list[float], q: float) -> float:
 class Chats:
     """The users' side: what they sent, what came back, in which chat and in which order."""
 
-    def __init__(self, fake: FakeTelegram, chats: list[int], messages: int, pace: str) -> None:
-        self.fake, self.chats, self.messages, self.pace = fake, chats, messages, pace
+    def __init__(self, fake: FakeTelegram, chats: list[int], messages: int, pace: str, think: float = 0.0) -> None:
+        self.fake, self.chats, self.messages, self.pace, self.think = fake, chats, messages, pace, think
+        self.random = random.Random(20)
         self.lock = threading.Lock()
         self.update_of: dict[tuple[int, int], int] = {}  # (chat, n) -> update id
         self.first_done: dict[tuple[int, int], float] = {}  # the complete reply first seen
@@ -146,7 +148,16 @@ class Chats:
         per_chat = 1 if self.pace == "reply" else self.messages
         for n in range(1, per_chat + 1):
             for chat in self.chats:
-                self.push(chat, n)
+                self.later(chat, n)
+
+    def later(self, chat: int, n: int) -> None:
+        """Send now, or after a think time (uniform between 0 and twice ``think``) when there is one."""
+        if not self.think:
+            self.push(chat, n)
+            return
+        timer = threading.Timer(self.random.uniform(0, 2 * self.think), self.push, (chat, n))
+        timer.daemon = True
+        timer.start()
 
     def push(self, chat: int, n: int) -> None:
         message = self.fake.user_message(chat, f"Hello from chat {chat} message {n}: please answer.")
@@ -176,7 +187,7 @@ class Chats:
             self.order[to].append(key)
             done = len(self.first_done)
         if self.pace == "reply" and key[1] < self.messages:
-            self.push(to, key[1] + 1)
+            self.later(to, key[1] + 1)
         if done == len(self.chats) * self.messages:
             self.all_done.set()
 
@@ -229,7 +240,7 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(chats: int, messages: int, paired: int, pace: str, code: str | None, profile: str | None = None) -> dict:
+def one_round(chats: int, messages: int, paired: int, pace: str, code: str | None, profile: str | None = None, think: float = 0.0) -> dict:
     ASKED_AT.clear()
     with tempfile.TemporaryDirectory() as tmp, FakeTelegram(lifetime=3600) as fake, ScriptedOpenAIServer(respond) as model:
         base = Path(tmp)
@@ -265,7 +276,7 @@ def one_round(chats: int, messages: int, paired: int, pace: str, code: str | Non
             fake.wait_text(WARM_CHAT, f"(end of {WARM_CHAT}/1)", 120)
             idle(fake)
             model_before, calls_before = len(model.requests), len(fake.calls)
-            run = Chats(fake, ids, messages, pace)
+            run = Chats(fake, ids, messages, pace, think)
             cpu_before, own_before = cpu_ms(proc.pid), time.process_time()
             run.start()
             finished = run.all_done.wait(600)
@@ -342,6 +353,14 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=5, help="messages per chat")
     parser.add_argument("--paired", type=int, default=5, help="chats whose user pairs with a code (the rest are on allowed_users)")
     parser.add_argument("--pace", choices=["reply", "burst"], default="reply")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --pace reply: each user waits a random time (mean SECONDS) before each message, the first included "
+        "(0, the default: at once, as fast as the gateway answers)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", metavar="FILE", help="run the gateway under cProfile and write its stats here (last round)")
     parser.add_argument(
@@ -358,13 +377,14 @@ def main() -> int:
     rounds: dict[str, list[dict]] = {str(t or "."): [] for t in trees}
     for _ in range(args.rounds):
         for tree in trees:
-            rounds[str(tree or ".")].append(one_round(args.chats, args.messages, paired, args.pace, tree, args.profile))
+            rounds[str(tree or ".")].append(one_round(args.chats, args.messages, paired, args.pace, tree, args.profile, args.think))
     result: dict[str, Any] = {
         "benchmark": "gateway_chats",
         "chats": args.chats,
         "messages_per_chat": args.messages,
         "paired_with_code": paired,
         "pace": args.pace,
+        "think_s": args.think,
         "rounds": args.rounds,
         "machine": f"{os.cpu_count()} cores",
         "load_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],

@@ -40,7 +40,11 @@ TYPING_EVERY = 4.0
 
 class _Stream:
     """One reply being written: a draft message edited at most every ``interval`` seconds (on
-    platforms that edit; elsewhere the reply is sent whole at the end)."""
+    platforms that edit; elsewhere the reply is sent whole at the end).
+
+    A draft goes out in the background, one at a time: the turn reads on while the platform
+    answers, so its round trips never delay the reply (the next draft carries the newer text).
+    """
 
     def __init__(self, platform: Platform, place: Place) -> None:
         self.platform, self.place = platform, place
@@ -49,12 +53,15 @@ class _Stream:
         self.status = ""
         self.message_id: str | None = None
         self._last = 0.0
+        self._sending: asyncio.Task[None] | None = None
 
-    async def update(self, *, force: bool = False) -> None:
+    def update(self, *, force: bool = False) -> None:
         if not self.platform.limits.edits:
             return
         now = time.monotonic()
         if not force and now - self._last < self.interval:
+            return
+        if self._sending is not None and not self._sending.done():
             return
         self._last = now
         limit = self.platform.limits.text
@@ -62,12 +69,22 @@ class _Stream:
         # While streaming, show the tail: the whole reply is sent, split, at the end.
         draft = body[-(limit - 200) :] if len(body) > limit - 200 else body
         draft = (draft + ("\n\n" if draft else "") + self.status).strip() or "…"
+        self._sending = asyncio.create_task(self._draft(draft), name=f"draft-{self.place.key}")
+
+    async def _draft(self, text: str) -> None:
         try:
-            self.message_id = await self.platform.draft(self.place, self.message_id, draft)
+            self.message_id = await self.platform.draft(self.place, self.message_id, text)
         except Exception:
             log.debug("draft update failed", exc_info=True)
 
+    async def settle(self) -> None:
+        """Wait for the draft in flight, if any (before anything else is sent to the chat, so the
+        chat shows things in the order they happened)."""
+        if self._sending is not None and not self._sending.done():
+            await asyncio.wait([self._sending])
+
     async def finish(self, footer: str = "") -> str:
+        await self.settle()  # the reply replaces the draft: its message id is needed
         body = "".join(self.text).strip()
         if footer:
             body = f"{body}\n\n{footer}" if body else footer
@@ -90,6 +107,8 @@ class Conversation:
     attachments: list[Any] = field(default_factory=list)
     # /voice on: each reply is also sent as speech (not kept across restarts).
     voice: bool = False
+    # The person last recorded in the store as this place's turn user (None: not known to be written).
+    turn_user: str | None = None
 
 
 class Conversations:
@@ -233,6 +252,7 @@ class Conversations:
 
         sid = conversation.session.id if conversation.session else None
         await self._gateway_store.bind(ChatBinding(conversation.place.key, conversation.project, sid, conversation.mode))
+        conversation.turn_user = None  # a new row has none: the next turn writes it
 
     async def new_session(self, conversation: Conversation, user_id: str | None) -> Session:
         """A fresh session in the chat's project, started by ``user_id`` (it is theirs)."""
@@ -283,19 +303,24 @@ class Conversations:
         conversation.busy_since = time.time()
         footer = ""
         try:
-            # Tools acting in this turn (the cron tool) act for the person who sent the prompt.
-            await self._gateway_store.set_turn_user(place.key, user_id)
+            # Tools acting in this turn (the cron tool) act for the person who sent the prompt
+            # (written when it changes: the row keeps it between turns).
+            if conversation.turn_user != user_id:
+                await self._gateway_store.set_turn_user(place.key, user_id)
+                conversation.turn_user = user_id
             async for event in self._agent.run_turn(session, message):
                 if isinstance(event, TextDelta):
                     stream.text.append(event.text)
                     stream.status = ""
-                    await stream.update()
+                    stream.update()
                 elif isinstance(event, ToolStarted):
                     stream.status = f"⚙️ {event.title}"
-                    await stream.update()
+                    stream.update()
                 elif isinstance(event, PermissionNeeded):
+                    await stream.settle()
                     await self.questions.ask(event.request, place, user_id)
                 elif isinstance(event, Notice) and event.level != "info":
+                    await stream.settle()
                     await platform.send(place, f"⚠️ {event.text}")
                 elif isinstance(event, TurnEnded):
                     if event.stop_reason == "cancelled":

@@ -100,7 +100,8 @@ class Router:
     async def _message(self, incoming: Incoming) -> None:
         if incoming.sender.is_bot:
             return
-        if not incoming.verified or not await self._allowed(incoming.sender.id):
+        person = await self._pairing.allowed_person(incoming.sender.id) if incoming.verified else None
+        if person is None:
             log.info("message from unauthorised %s refused", incoming.sender.id)
             await self._refuse(incoming)
             return
@@ -115,7 +116,7 @@ class Router:
         if text.startswith("/"):
             await self._commands.dispatch(incoming)
             return
-        await self._prompt(incoming)
+        await self._prompt(incoming, person)
 
     async def _reply_answer(self, incoming: Incoming, approval_id: str, choice: str) -> None:
         platform = self._platforms[incoming.place.platform]
@@ -152,7 +153,9 @@ class Router:
 
     # -- prompts --------------------------------------------------------------------------
 
-    async def _prompt(self, incoming: Incoming) -> None:
+    async def _prompt(self, incoming: Incoming, person: str) -> None:
+        """Start a turn with the message (its files fetched, voice notes transcribed) for ``person``
+        (the sender's person, as the gate found it)."""
         from core.messages import ImagePart, TextPart, UserMessage
 
         place = incoming.place
@@ -186,7 +189,6 @@ class Router:
         parts: list[Any] = [TextPart(text=body or "(see the attached image)")]
         parts += [ImagePart(media_type=mt, data=data) for mt, data in images]
         conversation = await self._conversations.get(place)
-        person = await self._conversations.person(incoming.sender.id)
         self._conversations.start_turn(conversation, UserMessage(parts=parts), person)
 
     async def _transcribe(self, attachment: Attachment) -> str:

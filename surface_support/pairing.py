@@ -89,13 +89,18 @@ class Pairing:
     async def allowed(self, identity: str | None) -> bool:
         """Whether this identity (``discord:456``) may use the bot: it, or the person it is linked
         to, is configured or paired. Names are never consulted."""
+        return await self.allowed_person(identity) is not None
+
+    async def allowed_person(self, identity: str | None) -> str | None:
+        """The person this identity belongs to (itself unless linked) when it may use the bot
+        (see ``allowed``); None when it may not. One look-up serves the gate and the turn."""
         if not identity:
-            return False
+            return None
         person = await self._store.person_of(identity)
         for who in dict.fromkeys((identity, person)):
             if who in self._configured or await self._store.is_user_allowed(who):
-                return True
-        return False
+                return person
+        return None
 
     async def request(self, identity: str, chat_key: str, name: str | None, *, now: float | None = None) -> Issued:
         """Give an unknown identity a code (asked for at the place ``chat_key``): its live one if it

@@ -1,6 +1,8 @@
 """Telegram through python-telegram-bot: long polling (or a webhook with a secret token).
 
-Private chats are direct places; in groups the bot answers when mentioned (``@name``), replied
+Updates of different chats are handled at the same time (one chat waiting on the store or on a
+command does not hold up the others); one chat's updates are handled one after the other, in the
+order Telegram sent them (``ChatOrder``). Private chats are direct places; in groups the bot answers when mentioned (``@name``), replied
 to, or sent a command meant for it (``/new`` or ``/new@name``). A forum topic is its own
 conversation (``Place.thread``). Replies are rendered to Telegram's HTML subset and sent again
 as plain text when Telegram refuses the markup (``hermes_gateway.telegram_io``).
@@ -8,28 +10,79 @@ as plain text when Telegram refuses the markup (``hermes_gateway.telegram_io``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlsplit
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ChatAction, ChatType
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
-from telegram.ext import Application, ApplicationBuilder, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    BaseUpdateProcessor,
+    CallbackQueryHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
 
 from core.config import Config
 from hermes_gateway.platform import Attachment, Button, Events, Incoming, Limits, Place, Platform, PlatformDown, Press, Sender, identity
 from hermes_gateway.render import LIMIT
 from hermes_gateway.telegram_io import Target, edit_text, fit_chunks, send_text
 
-__all__ = ["DEFAULT_API", "TelegramPlatform"]
+__all__ = ["DEFAULT_API", "ChatOrder", "TelegramPlatform"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_API = "https://api.telegram.org/bot"
 # Seconds before a rejected token is tried again: only a new token (and a restart) helps.
 REJECTED_TOKEN_RETRY = 300.0
+
+
+# Updates handled at once (across chats; a chat's own wait for their turn, in order).
+MAX_CONCURRENT_UPDATES = 256
+
+
+class ChatOrder(BaseUpdateProcessor):
+    """Handle updates of different chats concurrently and each chat's in the order they came.
+
+    python-telegram-bot hands updates to ``do_process_update`` in the order Telegram sent them;
+    each waits for the one before it from the same chat (a button press counts for the chat of
+    its message) and for no other.
+    """
+
+    def __init__(self, max_concurrent_updates: int = MAX_CONCURRENT_UPDATES) -> None:
+        super().__init__(max_concurrent_updates)
+        self._last: dict[object, asyncio.Event] = {}  # chat -> done when its latest update is handled
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        chat = getattr(update, "effective_chat", None)
+        key: object = chat.id if chat is not None else None
+        before = self._last.get(key)
+        done = self._last[key] = asyncio.Event()
+        try:
+            if before is not None:
+                try:
+                    await before.wait()
+                except BaseException:
+                    getattr(coroutine, "close", lambda: None)()  # never started (shutting down)
+                    raise
+            await coroutine
+        finally:
+            done.set()
+            if self._last.get(key) is done:
+                del self._last[key]
+
+    async def initialize(self) -> None:
+        pass
+
+    async def shutdown(self) -> None:
+        pass
 
 
 def _target(place: Place) -> Target:
@@ -59,6 +112,7 @@ class TelegramPlatform(Platform):
             .base_url(base)
             .base_file_url(re.sub(r"/bot$", "/file/bot", base))
             .get_updates_read_timeout(cfg.poll_timeout + 10)
+            .concurrent_updates(ChatOrder())
             .build()
         )
         self._events: Events | None = None

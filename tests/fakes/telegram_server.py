@@ -81,6 +81,10 @@ class FakeTelegram:
         # Called after each API call, in the server's thread: (method, params, status, payload, when).
         # Benchmarks time replies with it and send a user's next message as soon as a reply lands.
         self.observers: list[Callable[[str, dict[str, Any], int, dict[str, Any], float], None]] = []
+        # File downloads the bot started (file ids, in order); while ``file_gate`` is an unset
+        # Event, each download waits for it (a slow download a test releases when it chooses).
+        self.file_requests: list[str] = []
+        self.file_gate: threading.Event | None = None
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
@@ -446,6 +450,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         prefix = f"/file/bot{self.api.token}/documents/"
         if path.startswith(prefix) and path[len(prefix) :] in self.api.files:
+            with self.api._cond:
+                self.api.file_requests.append(path[len(prefix) :])
+                self.api._cond.notify_all()
+            if self.api.file_gate is not None:
+                self.api.file_gate.wait(60)
             data = self.api.files[path[len(prefix) :]]
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))

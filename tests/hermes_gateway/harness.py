@@ -59,8 +59,9 @@ def cli(hermes_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def settle(telegram: FakeTelegram, user: int = OWNER) -> None:
     """Return once the gateway has handled every update sent before this call.
 
-    The gateway handles updates one at a time, in order; the reply to a ``/whoami`` sent now
-    is a fact that comes after everything queued before it.
+    The gateway handles one chat's updates one at a time, in order; the reply to a ``/whoami``
+    sent now is a fact that comes after everything queued before it in ``user``'s chat. Other
+    chats are handled alongside: wait for their own replies.
     """
     seen = sum("User id" in m["text"] for m in telegram.sent(user))
     telegram.send_user_message(user, "/whoami")
