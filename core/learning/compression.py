@@ -187,10 +187,59 @@ def estimate_tokens(system: str, tools: list[ToolSpec], messages: list[Message])
     Counts the characters of the system prompt, of the tool specs as a JSON list, and of each
     message as stored; sizes are cached, so a step serialises only the messages new to it.
     """
-    # len(json.dumps(list)) without building it: "[" + items joined by ", " + "]".
-    size = len(system) + 2 + sum(_spec_size(t) for t in tools) + 2 * max(len(tools) - 1, 0)
-    size += sum(message_sizes.size(m) for m in messages)
+    size = _fixed_chars(system, tools) + sum(message_sizes.size(m) for m in messages)
     return int(size / 3.5)
+
+
+def _fixed_chars(system: str, tools: list[ToolSpec]) -> int:
+    # len(json.dumps(list)) without building it: "[" + items joined by ", " + "]".
+    return len(system) + 2 + sum(_spec_size(t) for t in tools) + 2 * max(len(tools) - 1, 0)
+
+
+@dataclass(slots=True)
+class _KeptView:
+    """A session's request view and the size of its messages, extended as its history grows."""
+
+    history: list[Message]
+    state: Compression | None
+    output_chars: int
+    length: int
+    last: Message | None
+    view: list[Message]
+    chars: int
+
+
+_views: dict[str, _KeptView] = {}
+
+
+def _current_view(session: Conversation, output_chars: int) -> tuple[list[Message], int]:
+    """The session's request view (a new list) and its messages' characters: built once, then
+    extended by the messages a step adds while the compression and the budget stay the same."""
+    history, state = session.history, session.compression
+    kept = _views.get(session.id)
+    if (
+        kept is not None
+        and kept.history is history
+        and kept.state is state
+        and kept.output_chars == output_chars
+        and kept.length <= len(history)
+        and (kept.last is None or history[kept.length - 1] is kept.last)
+    ):
+        shown_state = state or Compression()
+        new = [_show(history[i], i, shown_state, session.id, output_chars) for i in range(kept.length, len(history))]
+        kept.view.extend(new)
+        kept.chars += sum(message_sizes.size(m) for m in new)
+    else:
+        view = request_view(history, state, session_id=session.id, output_chars=output_chars)
+        view = view if view is not history else list(history)
+        kept = _KeptView(history, state, output_chars, 0, None, view, sum(message_sizes.size(m) for m in view))
+        _views.pop(session.id, None)
+        if len(_views) >= 64:  # the sessions stepped most recently; a closed one's history goes
+            _views.pop(next(iter(_views)))
+        _views[session.id] = kept
+    kept.length = len(history)
+    kept.last = history[-1] if history else None
+    return list(kept.view), kept.chars
 
 
 def _read_back(session_id: str, index: int, offset: int, length: int, chunk: int, what: str) -> str:
@@ -396,7 +445,7 @@ async def compress(
         # Without repair_history: it only adds results to calls a crash left unanswered.
         return estimate_tokens(session.system, specs, request_view(history, state, session_id=sid, output_chars=budget.output_chars))
 
-    current = size(session.compression)
+    current = int((_fixed_chars(session.system, specs) + _current_view(session, budget.output_chars)[1]) / CHARS_PER_TOKEN)
     if not budget.window:
         if not force:
             return False
@@ -488,7 +537,7 @@ def shown_history(session: Conversation, specs: list[ToolSpec], settings: Learni
     """The session's history as its next request shows it (before ``repair_history``): the
     compression applied and every tool output within the window's budget."""
     budget = Budget.of(settings, session.context_window, estimate_tokens(session.system, specs, []))
-    return request_view(session.history, session.compression, session_id=session.id, output_chars=budget.output_chars)
+    return _current_view(session, budget.output_chars)[0]
 
 
 def reply_tokens(session: Conversation, settings: LearningSettings, max_tokens: int) -> int:

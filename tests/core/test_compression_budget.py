@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from core.learning.compression import Budget, Compression, cut_output, request_view
+from core.agent.loop import Agent
+from core.config import load_config
+from core.events import ToolFinished
+from core.host.local import LocalHost
+from core.learning.compression import Budget, Compression, cut_output, estimate_tokens, request_view, shown_history
 from core.learning_config import LearningSettings
-from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
+from core.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage, dump_message
+from core.models import build_model
+from core.policy.approvals import ApprovalBroker
+from core.store import SessionStore
+from tests.fakes.openai_server import ScriptedOpenAIServer
+from toolsets import toolset
 
 READ_BACK = re.compile(r'session_search\(session_id="s1", seq=(\d+), offset=(\d+), limit=(\d+)\)')
 
@@ -56,3 +66,40 @@ def test_requests_show_a_message_the_same_way_from_the_step_it_arrives_on():
     assert "pruned" in second[2].content and "cut to save context" in second[4].content and len(second[6].content) < 1_300
     assert Compression.from_meta(state.to_meta()) == state
     assert Compression.from_meta({"tail_from": 2, "prune_before": 2, "summary": "s"}) == Compression(2, 2, "s")
+
+
+@pytest.fixture
+async def store(hermes_home):
+    store = await SessionStore.open(hermes_home / "state.db")
+    yield store
+    await store.close()
+
+
+async def test_the_view_kept_step_by_step_is_the_one_built_afresh(store, tmp_path):
+    for n in range(8):
+        (tmp_path / f"f{n}.py").write_text(f"value_{n} = {n}\n" * 400)
+    steps = iter(range(100))
+
+    def script(body: dict) -> dict:
+        if "Summarise the conversation above" in json.dumps(body["messages"][-1]):
+            return {"text": "SUMMARY: files read."}
+        n = next(steps)
+        return {"tool_calls": [{"id": f"r{n}", "name": "read_file", "arguments": {"path": f"f{n}.py"}}]} if n < 8 else {"text": "done"}
+
+    with ScriptedOpenAIServer(script) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-123456", "HERMES_MODEL": "openai:scripted"}
+        agent = Agent(
+            model=build_model(load_config(env=env)), tools=toolset("editor"), store=store, broker=ApprovalBroker(store), surface="acp"
+        )
+        session = await agent.new_session(tmp_path, LocalHost())
+        session.context_window = 8_000
+        views = []
+        async for event in agent.run_turn(session, UserMessage.of("read them all")):
+            if isinstance(event, ToolFinished):  # the view kept so far, extended step by step
+                views.append((len(session.history), session.compression))
+        await agent.model.aclose()
+    assert session.compression is not None and len(views) == 8
+    specs = [t.spec() for t in agent.tools.values()]
+    budget = Budget.of(agent.learning, 8_000, estimate_tokens(session.system, specs, []))
+    afresh = request_view(session.history, session.compression, session_id=session.id, output_chars=budget.output_chars)
+    assert [dump_message(m) for m in shown_history(session, specs, agent.learning)] == [dump_message(m) for m in afresh]
