@@ -29,7 +29,8 @@ sent (request bodies as received), canonical bytes, the bytes a prefix cache cou
 common prefixes with the previous request, summed) and the new bytes. The first request of a
 turn is compared with the last of the turn before under ``turn_boundaries``: a new skill changes
 the system prompt there by design (skills are listed from the next turn, memory from the next
-session, and a reopened session takes a new memory snapshot).
+session, and a reopened session takes a new memory snapshot). Side requests (compression's
+summaries) are counted with their bytes and the bytes they share with the session's last request.
 
 Run: .venv/bin/python benchmarks/prompt_cache.py [--steps 30] [--wire openai anthropic] [--window 0 16000] [--parallel 10] [--code DIR]
 (``--steps``: model requests of the first turn, its last one the answer; ``--window``: the
@@ -507,7 +508,7 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
     summaries = [i for i, b in enumerate(bodies) if is_side_request(b) and SUMMARY_PROMPT_START in _dumps(b.get("messages"))]
     figures: dict[str, TurnFigures] = {}
     boundaries = []
-    side = 0
+    side = side_bytes = side_reusable = 0
     wire_exact = all(_dumps(b).encode() == r for b, r in zip(bodies, raws))
     breakpoints = max((r.count(b'"cache_control"') for r in raws), default=0)
     # Anthropic looks for an earlier cache entry about 20 blocks back from a breakpoint at most.
@@ -515,7 +516,11 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
     for index, (body, raw, turn) in enumerate(zip(bodies, raws, turns)):
         who = conversation_of(body)
         if who == "side":
+            # A summary request beside the session's last request: what of it a cache could serve.
             side += 1
+            side_bytes += len(raw)
+            if "main" in last:
+                side_reusable += _common(last["main"][2].data, canonical(body).data)
             continue
         label = (
             who if who != "main" else {NEXT_SESSION: "main, next session", REOPENED: "main, reopened"}.get(turn, f"main, turn {turn + 1}")
@@ -556,6 +561,8 @@ def analyse(bodies: list[dict], raws: list[bytes], turns: list[int]) -> dict:
         "most_cache_breakpoints": breakpoints,
         "most_blocks_back_to_the_last_cache": blocks_back if breakpoints else None,
         "side_requests": side,
+        "side_request_bytes": side_bytes,
+        "side_request_reusable_bytes": side_reusable,
         "conversations": {label: f.out() for label, f in figures.items()},
         "turn_boundaries": boundaries,
     }
