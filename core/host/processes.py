@@ -167,14 +167,16 @@ class _Guardian:
             self._send("".join(f"+{group}\n" for group in self.groups))
 
     def _close(self) -> None:
-        if self._pipe is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._pipe)
-            self._pipe = None
+        """Let go of a guardian that died or stopped reading. One still alive is killed first:
+        closing its pipe would tell it we died, and it would kill every command."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pipe)
+            self._pipe = None
 
     def _send(self, text: str) -> None:
         assert self._pipe is not None

@@ -8,6 +8,7 @@ command that leaves children behind, kills it, and looks at ``/proc`` afterwards
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import secrets
@@ -23,7 +24,7 @@ import pytest
 
 from core.host import sandbox
 from core.host.local import LocalHost
-from core.host.processes import _guarded, child_environment
+from core.host.processes import _guarded, _Guardian, child_environment
 from core.host.sandbox import Confinement, Grants, command_argv, command_environment, own_session
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -173,6 +174,38 @@ class TestNothingOutlivesTheServer:
             _until(lambda: not _holders(marker, starter.pid), "the command to end after the server was killed")
         finally:
             _kill_what_is_left(marker, starter)
+
+
+def test_a_guardian_that_stops_reading_is_replaced_and_keeps_every_group(tmp_path):
+    """Stopped (SIGSTOP) with its pipe full, it is killed, not told we died (it would kill every
+    command); the new one guards the groups the old one had, and ends them all when we go."""
+    guardian = _Guardian()
+    first = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    second = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        guardian.add(first.pid)
+        old, pipe = guardian._proc, guardian._pipe
+        assert old is not None and pipe is not None
+        os.kill(old.pid, signal.SIGSTOP)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(pipe, b"-0\n" * 1000)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(pipe, b"-0\n")
+        guardian.add(second.pid)
+        assert old.poll() == -signal.SIGKILL and guardian._proc is not old
+        assert first.poll() is None and second.poll() is None, "the old guardian ended nothing"
+        assert guardian._pipe is not None
+        os.close(guardian._pipe)  # as when we die
+        guardian._pipe = None
+        assert first.wait(timeout=30) == -signal.SIGKILL and second.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        guardian._close()
 
 
 def _parent(pid: int) -> int:
