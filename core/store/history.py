@@ -262,13 +262,26 @@ async def _scan(
         condition, values = _in_sessions("m.session_id", sessions)
         where.append(condition)
         params += values
-    likes = " AND ".join("m.text LIKE ? ESCAPE '\\'" for _ in words)
+    # A message whose text is its own is read from its JSON (``text`` is computed); the JSON
+    # holds such a word as it is, so a scan of the stored column skips most rows unparsed.
+    stored = "(CASE WHEN m.own_text THEN m.content ELSE m.body END)"
+    conditions = [
+        (f"{stored} LIKE ? ESCAPE '\\' AND m.text LIKE ? ESCAPE '\\'", [_like_any(w)] * 2)
+        if _JSON_PLAIN.fullmatch(w)
+        else ("m.text LIKE ? ESCAPE '\\'", [_like_any(w)])
+        for w in words
+    ]
+    likes = " AND ".join(c for c, _ in conditions)
     sql = (
         f"SELECT {_COLUMNS}, substr(m.text, 1, 160) AS snippet, 0.0 AS score FROM messages m"
         f" JOIN sessions s ON s.id = m.session_id WHERE {likes}{''.join(f' AND {w}' for w in where)}"
         " ORDER BY m.id DESC LIMIT ?"
     )
-    return await store.select(sql, (*(_like_any(w) for w in words), *params, limit))
+    return await store.select(sql, (*(v for _, values in conditions for v in values), *params, limit))
+
+
+# Characters that JSON writes as they are (not ", \ or a control character).
+_JSON_PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
 
 
 def _like_prefix(text: str) -> str:

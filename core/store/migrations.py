@@ -13,7 +13,7 @@ import aiosqlite
 
 from core.store import db
 
-__all__ = ["MIGRATIONS", "Migration", "applied_migrations", "migrate"]
+__all__ = ["MIGRATIONS", "OWN_TEXT", "Migration", "applied_migrations", "migrate"]
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -497,5 +497,80 @@ async def m009_platform_identities(conn: aiosqlite.Connection) -> None:
             # Wrong link codes per identity, so that guessing one is stopped after a few tries.
             "CREATE TABLE gateway_link_attempts (identity TEXT NOT NULL, at REAL NOT NULL)",
             "CREATE INDEX gateway_link_attempts_identity ON gateway_link_attempts (identity, at)",
+        ],
+    )
+
+
+# A message's own text, read from its JSON: a tool result's output, a summary's text, or the
+# first part's text. It is the search text of most messages (one text part, or a tool output),
+# which then need not be stored a second time.
+OWN_TEXT = "coalesce(json_extract({0}, '$.content'), json_extract({0}, '$.text'), json_extract({0}, '$.parts[0].text'), '')"
+
+
+@migration
+async def m010_search_text_stored_once(conn: aiosqlite.Connection) -> None:
+    # The search text was stored beside the message's JSON, most often the same characters
+    # twice (a third of the store). ``text`` becomes a column computed from ``body`` (the search
+    # text, kept only when it is not the message's own text: tool calls, several parts) or, when
+    # ``own_text`` is 1, from ``content``. The FTS5 tables read ``text`` as before, so nothing is
+    # re-indexed; rows written before keep their body (own_text 0). The triggers re-index only
+    # when the text changes, so that marking an old row own_text (and emptying its body) costs
+    # the index nothing.
+    triggers = [
+        "messages_fts_insert",
+        "messages_fts_delete",
+        "messages_fts_update",
+        "messages_trigram_insert",
+        "messages_trigram_delete",
+        "messages_trigram_update_old",
+        "messages_trigram_update_new",
+    ]
+    changed = "old.text IS NOT new.text"
+    await _run(
+        conn,
+        [
+            *(f"DROP TRIGGER {name}" for name in triggers),
+            "ALTER TABLE messages RENAME COLUMN text TO body",
+            "ALTER TABLE messages ADD COLUMN own_text INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE messages ADD COLUMN text TEXT GENERATED ALWAYS AS"
+            f" (CASE WHEN own_text THEN {OWN_TEXT.format('content')} ELSE body END) VIRTUAL",
+            """
+            CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+                INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            """
+            CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages WHEN {changed} BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+                INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_insert AFTER INSERT ON messages WHEN new.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_delete AFTER DELETE ON messages WHEN old.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (messages_trigram, rowid, text) VALUES ('delete', old.id, old.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_update_old AFTER UPDATE ON messages
+            WHEN {changed} AND old.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (messages_trigram, rowid, text) VALUES ('delete', old.id, old.text);
+            END
+            """,
+            f"""
+            CREATE TRIGGER messages_trigram_update_new AFTER UPDATE ON messages
+            WHEN {changed} AND new.text GLOB {_SPACELESS_SCRIPT} BEGIN
+                INSERT INTO messages_trigram (rowid, text) VALUES (new.id, new.text);
+            END
+            """,
         ],
     )

@@ -24,7 +24,7 @@ from core.messages import AssistantMessage, Message, ToolResultMessage, Usage, d
 from core.redaction import scrub
 from core.store import db
 from core.store.approvals import ApprovalQueries
-from core.store.migrations import migrate
+from core.store.migrations import OWN_TEXT, migrate
 from core.store.records import (
     SURFACES,
     SearchHit,
@@ -47,6 +47,13 @@ __all__ = [
 T = TypeVar("T")
 
 _SNIPPET_TOKENS = 12
+
+# The search text (?5) is stored only when it is not the message's own text, which the
+# ``text`` column then reads from the JSON (migration m010).
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, seq, role, content, body, own_text, tool_name, created_at, completed_at)"
+    f" SELECT ?1, ?2, ?3, ?4, CASE WHEN own THEN '' ELSE ?5 END, own, ?6, ?7, ?8 FROM (SELECT ?5 IS {OWN_TEXT.format('?4')} AS own)"
+)
 
 
 MAX_QUERY_CHARS = 2_000
@@ -277,11 +284,7 @@ class SessionStore(ApprovalQueries):
             # Safe as max+1 only because BEGIN IMMEDIATE already holds the write lock.
             async with conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?", (session_id,)) as cursor:
                 (seq,) = await cursor.fetchone() or (1,)
-            async with conn.execute(
-                "INSERT INTO messages (session_id, seq, role, content, text, tool_name, created_at, completed_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, seq, message.kind, content, text, tool_name, created, now),
-            ) as cursor:
+            async with conn.execute(_INSERT_MESSAGE, (session_id, seq, message.kind, content, text, tool_name, created, now)) as cursor:
                 row_id = cursor.lastrowid
             assert row_id is not None
             return row_id, seq
@@ -299,8 +302,8 @@ class SessionStore(ApprovalQueries):
             async with conn.execute("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (target_id,)) as cursor:
                 (offset,) = await cursor.fetchone() or (0,)
             async with conn.execute(
-                "INSERT INTO messages (session_id, seq, role, content, text, tool_name, created_at, completed_at)"
-                " SELECT ?, seq + ?, role, content, text, tool_name, created_at, completed_at"
+                "INSERT INTO messages (session_id, seq, role, content, body, own_text, tool_name, created_at, completed_at)"
+                " SELECT ?, seq + ?, role, content, body, own_text, tool_name, created_at, completed_at"
                 " FROM messages WHERE session_id = ? ORDER BY seq",
                 (target_id, offset, source_id),
             ) as cursor:

@@ -25,8 +25,10 @@ from core.messages import (
     ToolCallPart,
     ToolResultMessage,
     UserMessage,
+    dump_message,
+    searchable_text,
 )
-from core.store import SessionNotFoundError, SessionStore, db
+from core.store import SessionNotFoundError, SessionStore, db, history
 from core.store.migrations import MIGRATIONS, applied_migrations, migrate
 from core.store.sessions import fts_query
 
@@ -175,6 +177,49 @@ async def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
     with raw(path) as plain:
         assert plain.execute("SELECT COUNT(*) FROM _migrations").fetchone()[0] == len(names)
         assert plain.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 3
+
+
+async def test_a_store_from_before_m010_upgrades_and_searches_the_same(tmp_path: Path) -> None:
+    """Rows written with the search text stored twice keep it; search, snippets, deletes and the
+    index stay as they were, and new rows store their own text once."""
+    path = tmp_path / "state.db"
+    conn = await db.connect(path)
+    try:
+
+        async def before(conn: aiosqlite.Connection) -> None:
+            await conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            for fn in MIGRATIONS[: [f.__name__ for f in MIGRATIONS].index("m010_search_text_stored_once")]:
+                await fn(conn)
+                await conn.execute("INSERT INTO _migrations VALUES (?, 0)", (fn.__name__,))
+            await conn.execute("INSERT INTO sessions (id, cwd, surface, created_at, updated_at) VALUES ('old', '/p', 'acp', 1, 1)")
+            for seq, message in enumerate(
+                [UserMessage.of("legacy quokka sighting"), UserMessage.of("数据库迁移失败"), UserMessage(parts=[])], start=1
+            ):
+                await conn.execute(
+                    "INSERT INTO messages (session_id, seq, role, content, text, created_at) VALUES ('old', ?, ?, ?, ?, 1)",
+                    (seq, message.kind, dump_message(message), searchable_text(message)),
+                )
+
+        await db.write(conn, before)
+    finally:
+        await conn.close()
+    async with SessionStore.open(path) as store:
+        assert [h.snippet for h in await store.search("quokka")] == ["legacy [quokka] sighting"]
+        assert [h.seq for h in await history.search(store, "迁移失败")] == [2]
+        new = await store.create_session(cwd="/p", surface="acp")
+        await store.append_message(new.id, UserMessage.of("fresh quokka"))
+        assert len(await store.search("quokka")) == 2
+    with raw(path) as plain:
+        rows = plain.execute("SELECT session_id, own_text, body = '' FROM messages ORDER BY id").fetchall()
+        assert rows == [("old", 0, 0), ("old", 0, 0), ("old", 0, 1), (new.id, 1, 1)]
+    assert_fts_consistent(path)
+    async with SessionStore.open(path) as store:
+        assert await store.delete_session("old")
+        assert [h.session_id for h in await store.search("quokka")] == [new.id]
+        assert await history.search(store, "迁移失败") == []
+    assert_fts_consistent(path)
+    with raw(path) as plain:
+        plain.execute("INSERT INTO messages_trigram (messages_trigram) VALUES ('integrity-check')")
 
 
 # -- sessions -------------------------------------------------------------------------------
@@ -450,10 +495,44 @@ async def test_fts_stays_consistent_after_update(store: SessionStore) -> None:
     await store.append_message(s.id, UserMessage.of("second original"))
     # Nothing in the store edits messages today; a later migration or repair tool might.
     with raw(store.path) as conn:
-        conn.execute("UPDATE messages SET text = 'rewritten wording' WHERE id = ?", (first.id,))
+        conn.execute("UPDATE messages SET body = 'rewritten wording', own_text = 0 WHERE id = ?", (first.id,))
     assert [h.message_id for h in await store.search("rewritten")] == [first.id]
     assert [h.message_id for h in await store.search("wording")] == [first.id]
     assert len(await store.search("original")) == 1
+    assert_fts_consistent(store.path)
+    # Marking a row's text as its own (the text it already has) re-indexes nothing.
+    with raw(store.path) as conn:
+        conn.execute("UPDATE messages SET body = 'second original', own_text = 0 WHERE seq = 2")
+        conn.execute("UPDATE messages SET body = '', own_text = 1 WHERE seq = 2")
+        pages = conn.execute("SELECT COUNT(*) FROM messages_fts_data").fetchone()[0]
+        conn.execute("UPDATE messages SET body = '', own_text = 1 WHERE seq = 2")
+        assert conn.execute("SELECT COUNT(*) FROM messages_fts_data").fetchone()[0] == pages
+    assert len(await store.search("original")) == 1
+    assert_fts_consistent(store.path)
+
+
+async def test_search_text_is_stored_once_when_it_is_the_message_own_text(store: SessionStore) -> None:
+    s = await store.create_session(cwd="/p", surface="acp")
+    await store.append_message(s.id, UserMessage.of("plain words here"))
+    await store.append_message(s.id, ToolResultMessage(tool_call_id="c", tool_name="run_command", content="tool output\nline two"))
+    call = ToolCallPart(id="c", name="read_file", arguments={"path": "notes.txt"})
+    await store.append_message(s.id, AssistantMessage(parts=[TextPart(text="reading"), call]))
+    await store.append_message(s.id, UserMessage(parts=[TextPart(text="two "), TextPart(text="parts")]))
+    with raw(store.path) as conn:
+        rows = conn.execute("SELECT seq, own_text, body, text FROM messages ORDER BY seq").fetchall()
+    assert rows == [
+        (1, 1, "", "plain words here"),
+        (2, 1, "", "tool output\nline two"),
+        (3, 0, "reading\nread_file notes.txt", "reading\nread_file notes.txt"),
+        (4, 0, "two parts", "two parts"),
+    ]
+    assert [h.seq for h in await store.search("notes")] == [3]
+    assert [h.snippet for h in await store.search("output")] == ["tool [output]\nline two"]
+    fork = await store.create_session(cwd="/p", surface="acp")
+    assert await store.copy_messages(s.id, fork.id) == 4
+    assert len(await store.search("plain")) == 2 and len(await store.search("parts")) == 2
+    assert await store.delete_session(s.id)
+    assert len(await store.search("plain")) == 1
     assert_fts_consistent(store.path)
 
 

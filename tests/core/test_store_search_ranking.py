@@ -111,3 +111,17 @@ async def test_a_store_from_before_searches_the_same(tmp_path):
     async with SessionStore.open(path) as store:
         assert [(h.session_id, h.seq) for h in await history.search(store, "papaya")] == [tuple(r) for r in raw]
         assert raw[0] == (written[0][0], 2)
+
+
+async def test_the_short_cjk_scan_reads_text_stored_once_or_twice(store, tmp_path):
+    """Two characters are a substring scan: over messages whose text is read from their JSON, over
+    those stored with their text (a tool call), and for characters JSON escapes."""
+    from core.messages import AssistantMessage, TextPart, ToolCallPart
+
+    record = await store.create_session(cwd=str(tmp_path), surface="acp")
+    await store.append_message(record.id, UserMessage.of("检查日志文件"))
+    call = ToolCallPart(id="c", name="grep", arguments={"pattern": "日志"})
+    await store.append_message(record.id, AssistantMessage(parts=[TextPart(text="找一下"), call]))
+    await store.append_message(record.id, UserMessage.of('引号"日'))
+    assert [h.seq for h in await history.search(store, "日志")] == [2, 1]
+    assert [h.seq for h in await history.search(store, '"日')] == [3]
