@@ -15,13 +15,25 @@ queries that take under a few ms); figures are the median and the p95 (nearest r
 and ``ratio_p95`` is ours over raw. ``same_page`` checks that both returned the same
 messages in the same order.
 
+Ours ranks by bm25 while every word is rare enough (``"order": "bm25"``, the same page as raw)
+and lists the newest matches for a more common word or a prefix (``"order": "newest"``); raw
+FTS5 still ranks every match, which is what its time measures.
+
+Also printed: bytes on disk per message beside the bytes of message text (``disk_over_text``),
+opening the store (median and p95 of 20) and appending a message (p50, p95 of ``--appends``).
+Messages are generated up to ``--generated`` (1M); past that, sessions are copies made by
+SQLite with later ids and times (same word rates), so that a 10M store builds in minutes.
+``--raw-rounds`` caps the raw statement's rounds (each takes seconds at 10M).
+
 Run: .venv/bin/python benchmarks/search_1m.py [--messages 1000000] [--db PATH] [--rounds 20]
+     [--raw-rounds N] [--appends 200] [--generated 1000000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import random
@@ -31,13 +43,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.messages import UserMessage, dump_message
 from core.store import (
     SessionStore,
     history,
 )
+from core.store.migrations import OWN_TEXT
 
 _CJK = "数据库迁移失败检查日志配置服务器连接超时缓存内存文件权限测试通过部署版本回滚"
 
@@ -49,7 +64,15 @@ def _vocabulary(size: int, rng: random.Random) -> list[str]:
     return common + sorted(words)[: size - len(common)]
 
 
-def build(path: Path, count: int, seed: int = 7) -> float:
+GENERATED = 1_000_000
+# As the store writes a message: its search text only when it is not the message's own text.
+_INSERT = (
+    "INSERT INTO messages (session_id, seq, role, content, body, own_text, created_at)"
+    f" SELECT ?1, ?2, ?3, ?4, CASE WHEN own THEN '' ELSE ?5 END, own, ?6 FROM (SELECT ?5 IS {OWN_TEXT.format('?4')} AS own)"
+)
+
+
+def build(path: Path, count: int, seed: int = 7, generated_messages: int = GENERATED) -> float:
     """Fill a new store at ``path``; returns seconds taken."""
     started = time.perf_counter()
 
@@ -60,33 +83,59 @@ def build(path: Path, count: int, seed: int = 7) -> float:
     asyncio.run(schema())
     rng = random.Random(seed)
     words = _vocabulary(5000, rng)
-    weights = [1 / (rank + 1) for rank in range(len(words))]
+    # Cumulative weights, computed once: choices() would sum 5,000 weights for every message.
+    cum_weights = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(words))))
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -262144")  # 256 MB: the FTS merges of a large build stay in memory
     per_session = 200
     sessions = max(1, count // per_session)
+    # Past ``generated_messages`` the sessions repeat, copied by SQLite with later ids and times:
+    # the same words at the same rates, without hours of Python for a 10M store.
+    generated = min(sessions, max(1, generated_messages // per_session))
     now = time.time()
     roles = ["user", "assistant", "tool_result", "assistant"]
-    for s in range(sessions):
+    for s in range(generated):
         sid = f"s{s:07d}"
         cwd = f"/home/dev/project{s % 50}"
+        # Sessions in the order they happened (one every 10 minutes, the last one now), so that
+        # message ids grow with time as they do in a real store.
+        begun = now - (sessions - 1 - s) * 600
         conn.execute(
             "INSERT INTO sessions (id, title, cwd, surface, created_at, updated_at) VALUES (?, ?, ?, 'acp', ?, ?)",
-            (sid, " ".join(rng.choices(words[:200], k=4)), cwd, now - s * 600, now - s * 600),
+            (sid, " ".join(rng.choices(words[:200], k=4)), cwd, begun, begun + per_session),
         )
         rows = []
         for seq in range(1, per_session + 1):
             if rng.random() < 0.01:
                 text = "".join(rng.choice(_CJK) for _ in range(30))
             else:
-                text = " ".join(rng.choices(words, weights=weights, k=rng.randint(8, 60)))
+                text = " ".join(rng.choices(words, cum_weights=cum_weights, k=rng.randint(8, 60)))
             role = roles[seq % 4]
-            content = json.dumps({"kind": "user", "parts": [{"kind": "text", "text": text}]})
-            rows.append((sid, seq, role, content, text, now - s * 600 + seq))
-        conn.executemany("INSERT INTO messages (session_id, seq, role, content, text, created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)
+            content = dump_message(UserMessage.of(text))  # the store's own JSON for a message
+            rows.append((sid, seq, role, content, text, begun + seq))
+        conn.executemany(_INSERT, rows)
         if s % 100 == 99:
             conn.commit()
     conn.commit()
+    for offset in range(generated, sessions, generated):  # a copy of the generated sessions
+        for first in range(0, min(generated, sessions - offset), 100):
+            span = (f"s{first:07d}", f"s{min(first + 100, generated, sessions - offset) - 1:07d}")
+            conn.execute(
+                "INSERT INTO sessions (id, title, cwd, surface, created_at, updated_at)"
+                " SELECT printf('s%07d', CAST(substr(id, 2) AS INTEGER) + :n), title,"
+                " printf('/home/dev/project%d', (CAST(substr(id, 2) AS INTEGER) + :n) % 50), surface,"
+                " created_at + :n * 600, updated_at + :n * 600 FROM sessions WHERE id BETWEEN :lo AND :hi ORDER BY id",
+                {"n": offset, "lo": span[0], "hi": span[1]},
+            )
+            conn.execute(
+                "INSERT INTO messages (session_id, seq, role, content, body, own_text, created_at)"
+                " SELECT printf('s%07d', CAST(substr(session_id, 2) AS INTEGER) + :n), seq, role, content, body, own_text,"
+                " created_at + :n * 600"
+                " FROM messages WHERE session_id BETWEEN :lo AND :hi ORDER BY id",
+                {"n": offset, "lo": span[0], "hi": span[1]},
+            )
+            conn.commit()
     conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
     conn.commit()
     conn.close()
@@ -163,7 +212,7 @@ def _matches(conn: sqlite3.Connection, sql: str, text: str) -> int | None:
     return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?", (text,)).fetchone()[0]
 
 
-async def measure(path: Path, rounds: int) -> dict[str, dict[str, object]]:
+async def measure(path: Path, rounds: int, raw_rounds: int | None = None) -> dict[str, dict[str, object]]:
     raw = sqlite3.connect(path)
     values = _resolve(raw)
     out: dict[str, dict[str, object]] = {}
@@ -171,7 +220,7 @@ async def measure(path: Path, rounds: int) -> dict[str, dict[str, object]]:
         for label, (query, filters, raw_sql, raw_text, raw_filters) in QUERIES.items():
             query = str(values.get(query, query))
             raw_text = str(values.get(raw_text, raw_text))
-            kwargs = {k: values.get(v, v) for k, v in filters.items()}
+            kwargs: dict[str, Any] = {k: values.get(v, v) for k, v in filters.items()}
             raw_args = (raw_text, *(values.get(v, v) for v in raw_filters), PAGE)
 
             async def ours() -> list[history.Hit]:
@@ -189,6 +238,8 @@ async def measure(path: Path, rounds: int) -> dict[str, dict[str, object]]:
             while r < rounds or (r < 10 * rounds and sum(ours_ms) + sum(raw_ms) < _BUDGET_MS):
                 r += 1
                 for which in ("ours", "raw") if r % 2 == 0 else ("raw", "ours"):
+                    if which == "raw" and raw_rounds is not None and len(raw_ms) >= raw_rounds:
+                        continue
                     started = time.perf_counter()
                     if which == "ours":
                         await ours()
@@ -200,10 +251,12 @@ async def measure(path: Path, rounds: int) -> dict[str, dict[str, object]]:
             keys = [raw.execute("SELECT session_id, seq FROM messages WHERE id = ?", (i,)).fetchone() for i in ids]
             out[label] = {
                 "query": query,
+                "order": "newest" if hits and all(h.score == 0.0 for h in hits) else "bm25",
                 "filters": {k: (round(v, 1) if isinstance(v, float) else v) for k, v in kwargs.items()},
                 "matches": _matches(raw, raw_sql, raw_text),
                 "hits": len(hits),
                 "rounds": len(ours_ms),
+                "raw_rounds": len(raw_ms),
                 "ours_p50_ms": round(statistics.median(ours_ms), 2),
                 "ours_p95_ms": round(p95(ours_ms), 2),
                 "raw_p50_ms": round(statistics.median(raw_ms), 2),
@@ -215,30 +268,81 @@ async def measure(path: Path, rounds: int) -> dict[str, dict[str, object]]:
     return out
 
 
+async def store_costs(path: Path, appends: int, opens: int = 20) -> dict[str, object]:
+    """Opening the store (median and p95 of ``opens``), and appending ``appends`` messages to a
+    new session (p50, p95), which is then deleted again."""
+    open_ms: list[float] = []
+    for _ in range(opens):
+        started = time.perf_counter()
+        store = await SessionStore.open(path)
+        open_ms.append((time.perf_counter() - started) * 1000)
+        await store.close()
+    rng = random.Random(11)
+    words = _vocabulary(5000, rng)
+    append_ms: list[float] = []
+    async with SessionStore.open(path) as store:
+        record = await store.create_session(cwd="/home/dev/append", surface="acp")
+        for _ in range(appends):
+            message = UserMessage.of(" ".join(rng.choices(words[:500], k=rng.randint(8, 60))))
+            started = time.perf_counter()
+            await store.append_message(record.id, message)
+            append_ms.append((time.perf_counter() - started) * 1000)
+        await store.delete_session(record.id)
+    return {
+        "open_p50_ms": round(statistics.median(open_ms), 2),
+        "open_p95_ms": round(p95(open_ms), 2),
+        "appends": appends,
+        "append_p50_ms": round(statistics.median(append_ms), 2) if append_ms else None,
+        "append_p95_ms": round(p95(append_ms), 2) if append_ms else None,
+    }
+
+
+def sizes(path: Path) -> dict[str, object]:
+    """Bytes on disk per message (the file after a checkpoint) beside the bytes of message text."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        count, text = conn.execute("SELECT COUNT(*), SUM(LENGTH(CAST(text AS BLOB))) FROM messages").fetchone()
+    disk = path.stat().st_size
+    return {
+        "db_mb": round(disk / 1e6, 1),
+        "bytes_per_message": round(disk / max(count, 1)),
+        "text_bytes_per_message": round((text or 0) / max(count, 1)),
+        "disk_over_text": round(disk / text, 2) if text else None,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--db", type=Path, help="reuse (or create) the store here")
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--raw-rounds", type=int, help="at most this many rounds of raw FTS5 (slow at 10M)")
+    parser.add_argument("--appends", type=int, default=200, help="messages appended to time append_message")
+    parser.add_argument(
+        "--generated", type=int, default=GENERATED, help="messages generated; past them, sessions are copies (10M: build in minutes)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or Path(tmp) / "state.db"
         build_s = None
         if not path.exists():
-            build_s = round(build(path, args.messages), 1)
+            build_s = round(build(path, args.messages, generated_messages=args.generated), 1)
         with sqlite3.connect(path) as conn:
             count = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
-        queries = asyncio.run(measure(path, args.rounds))
-        size_mb = round(path.stat().st_size / 1e6, 1)
-    ratios = [q["ratio_p95"] for q in queries.values() if q["ratio_p95"] is not None]
+        size = sizes(path)
+        queries = asyncio.run(measure(path, args.rounds, args.raw_rounds))
+        costs = asyncio.run(store_costs(path, args.appends))
+    ratios = [float(str(q["ratio_p95"])) for q in queries.values() if q["ratio_p95"] is not None]
     print(
         json.dumps(
             {
                 "benchmark": "search_1m",
                 "messages": count,
                 "build_s": build_s,
-                "db_mb": size_mb,
+                **size,
+                **costs,
                 "rounds": args.rounds,
+                "common_word_messages": history.COMMON_WORD_MESSAGES,
                 "sqlite": sqlite3.sqlite_version,
                 "page": PAGE,
                 "worst_ratio_p95": max(ratios, default=None),

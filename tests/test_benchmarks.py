@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
         ("acp_step_overhead.py", ["--rounds", "1", "--steps", "2", "--history", "10,40"], "largest_over_smallest"),
         ("mcp_startup.py", ["--rounds", "1"], "initialize_ms"),
         ("search_1m.py", ["--rounds", "1", "--messages", "2000"], "queries"),
+        # Past --generated messages the sessions are copies; raw FTS5 capped; a few appends timed.
+        (
+            "search_1m.py",
+            ["--rounds", "1", "--messages", "4000", "--generated", "2000", "--raw-rounds", "1", "--appends", "5"],
+            "append_p95_ms",
+        ),
         ("sandbox_spawn.py", ["--rounds", "1"], "spawn"),
         ("sandbox_spawn.py", ["--rounds", "1", "--code", "."], "cpu_ms"),
         ("code_shape.py", ["HEAD", "HEAD"], "after"),
