@@ -123,7 +123,10 @@ def main() -> int:
             "HERMES_MODEL": "openai:scripted",
         }
         theirs_env = reference.env(Path(tmp) / "reference", server.base_url) if reference else {}
-        code_env = {**env, "PYTHONPATH": str(Path(args.code).resolve())} if args.code else {}
+        # The other tree gets a state home of its own: its store may be of another schema version.
+        code_env = {**env, "HOME": str(Path(tmp) / "code"), "HERMES_EDITOR_HOME": str(Path(tmp) / "code" / "home")} if args.code else {}
+        if args.code:
+            code_env["PYTHONPATH"] = str(Path(args.code).resolve())
         # Each round runs ours, then the other tree's, then the reference's (when asked for).
         rounds: dict[str, list] = {"ours": [], "code": [], "acpx": [], "acpx_code": [], "acpx_alone": []}
 
