@@ -1,6 +1,10 @@
 """Replay time: session/load of a stored session with N messages, answered.
 
-Run: .venv/bin/python benchmarks/acp_replay.py [--messages 5000]
+For each size: the time from the request to the answer once the server has started, the time
+from the spawn, the updates sent, and the server's peak resident memory (VmHWM) by the answer.
+Building a large session takes a while (each message is its own transaction, as the agent
+writes them): ``--db PATH`` keeps the store built there and reuses it on later runs.
+Run: .venv/bin/python benchmarks/acp_replay.py [--messages 5000[,50000]] [--rounds N] [--db PATH] [--code DIR]
 """
 
 from __future__ import annotations
@@ -39,8 +43,36 @@ async def build_long_session(db: Path, cwd: Path, count: int) -> str:
         await store.close()
 
 
-def one_round(env: dict, cwd: Path, session_id: str, *, warm: bool) -> tuple[float, int]:
-    """Milliseconds until session/load is answered, and the updates sent before the answer.
+async def stored_session(db: Path, cwd: Path, count: int) -> str:
+    """The id of the session of ``count`` messages in ``db`` (titled for its size), built when missing."""
+    title = f"long {count}"
+    store = await SessionStore.open(db)
+    try:
+        for record in await store.list_sessions(limit=1000):
+            if record.title == title and record.cwd == str(cwd) and await store.message_count(record.id) == count:
+                return record.id
+    finally:
+        await store.close()
+    session_id = await build_long_session(db, cwd, count)
+    store = await SessionStore.open(db)
+    try:
+        await store.update_session(session_id, title=title)
+    finally:
+        await store.close()
+    return session_id
+
+
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def one_round(env: dict, cwd: Path, session_id: str, *, warm: bool) -> tuple[float, int, float]:
+    """Milliseconds until session/load is answered, the updates sent before the answer, and the
+    server's peak resident memory (MB) by then.
 
     ``warm``: timed from the request, once the server has fully started (its ACP SDK loads
     after it answers ``initialize``); otherwise from the spawn.
@@ -69,9 +101,10 @@ def one_round(env: dict, cwd: Path, session_id: str, *, warm: bool) -> tuple[flo
             break
         updates += 1
     elapsed = time.perf_counter() - started
+    peak = peak_rss_mb(proc.pid)
     proc.stdin.close()
-    proc.wait(timeout=10)
-    return elapsed * 1000, updates
+    proc.wait(timeout=30)
+    return elapsed * 1000, updates, peak
 
 
 def main() -> int:
@@ -80,14 +113,19 @@ def main() -> int:
     from hermes_cli.scripted_model import ScriptedOpenAIServer
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--messages", default="5000", metavar="N[,N]", help="messages in the session; several sizes separated by commas")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--db", default="", metavar="PATH", help="keep the built sessions in this store and reuse them")
+    parser.add_argument("--code", default="", metavar="DIR", help="run the server from another tree of the repository (a before/after)")
     args = parser.parse_args()
+    sizes = [int(n) for n in args.messages.split(",") if n.strip()]
     with ScriptedOpenAIServer([]) as server, tempfile.TemporaryDirectory() as tmp:
-        home, cwd = Path(tmp) / "home", Path(tmp) / "project"
+        home, cwd = Path(tmp) / "home", Path(args.db).resolve().parent / "replay-project" if args.db else Path(tmp) / "project"
         home.mkdir()
-        cwd.mkdir()
-        session_id = asyncio.run(build_long_session(home / "state.db", cwd, args.messages))
+        cwd.mkdir(exist_ok=True)
+        if args.db:
+            (home / "state.db").symlink_to(Path(args.db).resolve())
+        session_ids = {size: asyncio.run(stored_session(home / "state.db", cwd, size)) for size in sizes}
         env = {
             "PATH": os.environ["PATH"],
             "HOME": tmp,
@@ -97,21 +135,27 @@ def main() -> int:
             "OPENAI_API_KEY": "sk-bench-000000",
             "HERMES_MODEL": "openai:scripted",
         }
-        rounds = [one_round(env, cwd, session_id, warm=True) for _ in range(args.rounds)]
-        cold = [one_round(env, cwd, session_id, warm=False)[0] for _ in range(args.rounds)]
-    times = [r[0] for r in rounds]
-    print(
-        json.dumps(
-            {
-                "benchmark": "acp_replay",
-                "messages": args.messages,
-                "updates_sent": rounds[0][1],
-                "load_ms": {"median": round(statistics.median(times), 1), "max": round(max(times), 1)},
-                "spawn_to_loaded_ms": {"median": round(statistics.median(cold), 1), "max": round(max(cold), 1)},
-            },
-            indent=2,
-        )
-    )
+        if args.code:
+            env["PYTHONPATH"] = str(Path(args.code).resolve())
+        results = []
+        for size in sizes:
+            warm = [one_round(env, cwd, session_ids[size], warm=True) for _ in range(args.rounds)]
+            cold = [one_round(env, cwd, session_ids[size], warm=False) for _ in range(args.rounds)]
+            times, spawned = [r[0] for r in warm], [r[0] for r in cold]
+            results.append(
+                {
+                    "messages": size,
+                    "updates_sent": warm[0][1],
+                    "load_ms": {"median": round(statistics.median(times), 1), "max": round(max(times), 1)},
+                    "spawn_to_loaded_ms": {"median": round(statistics.median(spawned), 1), "max": round(max(spawned), 1)},
+                    "peak_rss_mb": round(statistics.median(r[2] for r in cold), 1),
+                }
+            )
+    result = {"benchmark": "acp_replay", **results[0]} if len(results) == 1 else {"benchmark": "acp_replay", "sizes": results}
+    if args.code:
+        result["code"] = env["PYTHONPATH"]
+    result["target"] = {"spawn_to_loaded_ms_at_50000": 1500}
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -1,14 +1,19 @@
 """A stored conversation as ACP session updates, for ``session/load``.
 
-Built only from what was persisted, so what replays is exactly what was saved.
+Built only from what was persisted, so what replays is exactly what was saved. The store is
+read a page at a time and each page's updates are sent before the next is read, so a long
+session replays in bounded memory. Updates are made as the JSON the SDK would send for its
+models (``serialize_params``: aliases, no None or default fields, ``oldText: null`` for a new
+file), without building the models: a replay sends tens of thousands of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from core.events import DiffContent, Location, Notice, TextContent, ToolContent
+from core.events import DiffContent, Location, Notice, TerminalContent, TextContent, ToolContent
 from core.host.processes import is_background_note, notice_of_note
 from core.messages import (
     AssistantMessage,
@@ -17,105 +22,179 @@ from core.messages import (
     SummaryMessage,
     TextPart,
     ThinkingPart,
+    ToolCallPart,
     ToolResultMessage,
     UserMessage,
 )
+from core.tools.dispatch import shown_path
 from core.tools.registry import Tool
-from hermes_acp.render import acp_content, acp_locations, update_for
 
-__all__ = ["replay_updates", "subagent_content"]
+if TYPE_CHECKING:
+    from core.store import SessionStore
+
+__all__ = ["PAGE", "Replay", "replay_updates", "send_replay", "subagent_content"]
 
 MAX_REPLAYED_OUTPUT = 4000
+# Messages read from the store at a time.
+PAGE = 500
+
+Update = dict[str, Any]
+
+
+class Replay:
+    """Every update the user saw, in order, message by message: their messages, replies,
+    thoughts, tool calls, plans.
+
+    ``extra``: content shown at the end of a tool call besides its own (a delegate call's
+    subagents); ``host``: the session's host, which names the paths diffs show."""
+
+    def __init__(self, tools: dict[str, Tool], cwd: Path, extra: Mapping[str, list[ToolContent]] | None = None, *, host: object = None):
+        self._tools = tools
+        self._cwd = cwd
+        self._extra = extra or {}
+        self._host = host
+        # Calls without a result yet, in order (a dict keeps the order and finds one at once).
+        self._unanswered: dict[str, None] = {}
+
+    def updates(self, message: Message) -> list[Update]:
+        """The updates for the next stored message."""
+        out = [] if isinstance(message, ToolResultMessage) else self.finish()
+        if isinstance(message, UserMessage):
+            if is_background_note(message.text):
+                # The note the model got when a background command ended: the user saw a notice.
+                out.append(_dumped(_notice(notice_of_note(message.text))))
+            else:
+                for part in message.parts:
+                    if isinstance(part, TextPart) and part.text:
+                        out.append(_chunk("user_message_chunk", part.text))
+                    elif isinstance(part, ImagePart):
+                        image = {"data": part.data, "mimeType": part.media_type, "type": "image"}
+                        out.append({"content": image, "sessionUpdate": "user_message_chunk"})
+        elif isinstance(message, AssistantMessage):
+            for reply in message.parts:
+                if isinstance(reply, ThinkingPart) and reply.text and not reply.redacted:
+                    out.append(_chunk("agent_thought_chunk", reply.text))
+                elif isinstance(reply, TextPart) and reply.text:
+                    out.append(_chunk("agent_message_chunk", reply.text))
+            for call in message.tool_calls:
+                self._unanswered[call.id] = None
+                out.append(self._started(call))
+                if call.name == "update_plan":
+                    plan = _plan(call.arguments)
+                    if plan is not None:
+                        out.append(plan)
+        elif isinstance(message, SummaryMessage):
+            out.append(_chunk("agent_message_chunk", "\n\n*Earlier conversation compacted into a summary.*\n\n"))
+        elif isinstance(message, ToolResultMessage):
+            self._unanswered.pop(message.tool_call_id, None)
+            content = [_content(DiffContent(shown_path(self._host, d.path), d.old_text, d.new_text)) for d in message.diffs]
+            if not content and message.is_error:
+                content = [_content(TextContent(message.content[:MAX_REPLAYED_OUTPUT]))]
+            content += [_content(item) for item in self._extra.get(message.tool_call_id, [])]
+            update: Update = {"toolCallId": message.tool_call_id, "status": "failed" if message.is_error else "completed"}
+            if content:
+                update["content"] = content
+            if message.content:
+                update["rawOutput"] = {"output": message.content[:MAX_REPLAYED_OUTPUT]}
+            update["sessionUpdate"] = "tool_call_update"
+            out.append(update)
+        return out
+
+    def finish(self) -> list[Update]:
+        """Calls left without a result, closed as failed: a crash can leave one, and editors spin
+        on a call that never ends."""
+        out = [
+            {
+                "toolCallId": call_id,
+                "status": "failed",
+                "rawOutput": {"output": "Interrupted before a result."},
+                "sessionUpdate": "tool_call_update",
+            }
+            for call_id in self._unanswered
+        ]
+        self._unanswered.clear()
+        return out
+
+    def _started(self, call: ToolCallPart) -> Update:
+        found = self._tools.get(call.name)
+        title, locations = call.name, []
+        if found is not None:
+            try:
+                args = found.args_model.model_validate(call.arguments)
+            except Exception:
+                args = None
+            if args is not None:
+                try:
+                    title = found.title(args)
+                except Exception:
+                    pass
+                try:
+                    locations = _locations(found.paths(args), self._cwd)
+                except Exception:
+                    locations = []
+        update: Update = {"toolCallId": call.id, "title": title, "kind": found.kind if found else "other", "status": "pending"}
+        if locations:
+            update["locations"] = [_location(loc) for loc in locations]
+        update["rawInput"] = call.arguments
+        update["sessionUpdate"] = "tool_call"
+        return update
 
 
 def replay_updates(
     history: list[Message], tools: dict[str, Tool], cwd: Path, extra: Mapping[str, list[ToolContent]] | None = None, *, host: object = None
-) -> list:
-    """Every update the user saw, in order: their messages, replies, thoughts, tool calls, plans.
-
-    ``extra``: content shown at the end of a tool call besides its own (a delegate call's subagents);
-    ``host``: the session's host, which names the paths diffs show."""
-    import acp
-    from acp.schema import ImageContentBlock, ToolCallProgress, ToolCallStart, UserMessageChunk
-
-    from core.tools.dispatch import shown_path
-
-    updates: list = []
-    unanswered: list[str] = []
-
-    def close_unanswered() -> None:
-        # A crash can leave a call without a result; editors spin on a call that never ends.
-        for call_id in unanswered:
-            updates.append(
-                ToolCallProgress(
-                    session_update="tool_call_update",
-                    tool_call_id=call_id,
-                    status="failed",
-                    raw_output={"output": "Interrupted before a result."},
-                )
-            )
-        unanswered.clear()
-
-    for message in history:
-        if not isinstance(message, ToolResultMessage):
-            close_unanswered()
-        if isinstance(message, UserMessage) and is_background_note(message.text):
-            # The note the model got when a background command ended: the user saw a notice.
-            updates.append(update_for(Notice(notice_of_note(message.text), "warning")))
-        elif isinstance(message, UserMessage):
-            for part in message.parts:
-                if isinstance(part, TextPart) and part.text:
-                    updates.append(acp.update_user_message_text(part.text))
-                elif isinstance(part, ImagePart):
-                    block = ImageContentBlock(type="image", mime_type=part.media_type, data=part.data)
-                    updates.append(UserMessageChunk(session_update="user_message_chunk", content=block))
-        elif isinstance(message, AssistantMessage):
-            for reply in message.parts:
-                if isinstance(reply, ThinkingPart) and reply.text and not reply.redacted:
-                    updates.append(acp.update_agent_thought_text(reply.text))
-                elif isinstance(reply, TextPart) and reply.text:
-                    updates.append(acp.update_agent_message_text(reply.text))
-            for call in message.tool_calls:
-                unanswered.append(call.id)
-                found = tools.get(call.name)
-                updates.append(
-                    ToolCallStart(
-                        session_update="tool_call",
-                        tool_call_id=call.id,
-                        title=_title(found, call),
-                        kind=found.kind if found else "other",
-                        status="pending",
-                        locations=acp_locations(_locations(found, call.arguments, cwd)) or None,
-                        raw_input=call.arguments,
-                    )
-                )
-                if call.name == "update_plan":
-                    plan = _plan(call.arguments)
-                    if plan is not None:
-                        updates.append(plan)
-        elif isinstance(message, SummaryMessage):
-            updates.append(acp.update_agent_message_text("\n\n*Earlier conversation compacted into a summary.*\n\n"))
-        elif isinstance(message, ToolResultMessage):
-            if message.tool_call_id in unanswered:
-                unanswered.remove(message.tool_call_id)
-            content: list[ToolContent] = [DiffContent(shown_path(host, d.path), d.old_text, d.new_text) for d in message.diffs]
-            if not content and message.is_error:
-                content = [TextContent(message.content[:MAX_REPLAYED_OUTPUT])]
-            content += (extra or {}).get(message.tool_call_id, [])
-            updates.append(
-                ToolCallProgress(
-                    session_update="tool_call_update",
-                    tool_call_id=message.tool_call_id,
-                    status="failed" if message.is_error else "completed",
-                    content=acp_content(content) or None,
-                    raw_output={"output": message.content[:MAX_REPLAYED_OUTPUT]} if message.content else None,
-                )
-            )
-    close_unanswered()
-    return updates
+) -> list[Update]:
+    """Every update of ``history`` at once (see :class:`Replay`)."""
+    replay = Replay(tools, cwd, extra, host=host)
+    out = [update for message in history for update in replay.updates(message)]
+    return out + replay.finish()
 
 
-def _title(found: Tool | None, call) -> str:
+async def send_replay(
+    store: SessionStore, session_id: str, replay: Replay, send: Callable[[list[Update]], Awaitable[None]], *, page: int = PAGE
+) -> int:
+    """Read the session's messages from the store a page at a time and ``send`` each page's
+    updates before reading the next; the number of updates sent."""
+    sent = 0
+    async for stored in _pages(store, session_id, page):
+        updates = [update for message in stored for update in replay.updates(message)]
+        if updates:
+            await send(updates)
+            sent += len(updates)
+    closing = replay.finish()
+    if closing:
+        await send(closing)
+    return sent + len(closing)
+
+
+async def _pages(store: SessionStore, session_id: str, size: int):
+    after = 0
+    while True:
+        rows = await store.messages(session_id, after_seq=after, limit=size)
+        if not rows:
+            return
+        yield [row.message for row in rows]
+        if len(rows) < size:
+            return
+        after = rows[-1].seq
+
+
+def _chunk(kind: str, text: str) -> Update:
+    return {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
+
+
+def _content(item: ToolContent) -> Update:
+    if isinstance(item, DiffContent):
+        if item.old_text is None:  # a new file: the SDK leaves the field out, editors need it null (wire.py)
+            return {"path": item.path, "newText": item.new_text, "type": "diff", "oldText": None}
+        return {"path": item.path, "oldText": item.old_text, "newText": item.new_text, "type": "diff"}
+    if isinstance(item, TextContent):
+        return {"content": {"text": item.text, "type": "text"}, "type": "content"}
+    if isinstance(item, TerminalContent):
+        return {"terminalId": item.terminal_id, "type": "terminal"}
+    raise TypeError(f"no replay for {type(item).__name__}")
+
+
+def _title(found: Tool | None, call: ToolCallPart) -> str:
     if found is None:
         return call.name
     try:
@@ -124,13 +203,11 @@ def _title(found: Tool | None, call) -> str:
         return call.name
 
 
-def _locations(found: Tool | None, arguments: dict, cwd: Path) -> list[Location]:
-    if found is None:
-        return []
-    try:
-        paths = found.paths(found.args_model.model_validate(arguments))
-    except Exception:
-        return []
+def _location(location: Location) -> Update:
+    return {"path": location.path} if location.line is None else {"path": location.path, "line": location.line}
+
+
+def _locations(paths: Iterator[str] | list[str], cwd: Path) -> list[Location]:
     out = []
     for raw in paths:
         path = Path(raw).expanduser()
@@ -138,15 +215,33 @@ def _locations(found: Tool | None, arguments: dict, cwd: Path) -> list[Location]
     return out
 
 
-def _plan(arguments: dict):
+def _notice(text: str) -> object:
+    from hermes_acp.render import update_for
+
+    return update_for(Notice(text, "warning"))
+
+
+def _dumped(model: Any) -> Update:
+    """An SDK model as it goes on the wire (for the few updates made with the SDK's helpers)."""
+    from acp.utils import serialize_params
+
+    return serialize_params(model)
+
+
+def _plan(arguments: dict) -> Update | None:
     import acp
 
     entries = arguments.get("entries")
     if not isinstance(entries, list):
         return None
     try:
-        return acp.update_plan(
-            [acp.plan_entry(str(e["content"]), priority=e.get("priority", "medium"), status=e.get("status", "pending")) for e in entries]
+        return _dumped(
+            acp.update_plan(
+                [
+                    acp.plan_entry(str(e["content"]), priority=e.get("priority", "medium"), status=e.get("status", "pending"))
+                    for e in entries
+                ]
+            )
         )
     except (KeyError, TypeError, ValueError):
         return None

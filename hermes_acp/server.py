@@ -11,6 +11,7 @@ import base64
 import logging
 import time
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from core.config import config_path
@@ -28,10 +29,10 @@ from hermes_acp.handshake import (
 )
 from hermes_acp.live import iso
 from hermes_acp.options import DEFAULT_THOUGHT, SessionChoices, mode_state, thought_levels
-from hermes_acp.replay import replay_updates
+from hermes_acp.replay import Replay, send_replay
 from hermes_acp.session_ops import SessionOps
 from hermes_acp.turns import Turns
-from hermes_acp.wire import send_update
+from hermes_acp.wire import send_update, send_updates
 
 if TYPE_CHECKING:
     from acp.interfaces import Client
@@ -160,15 +161,13 @@ class HermesAgent:
         """Replay the whole stored conversation, then answer."""
         from acp.schema import LoadSessionResponse
 
-        live = await self._ops.reopen(session_id, cwd, mcp_servers, additional_directories)
+        # Not the history: the replay streams it from the store, and the next turn reads it.
+        live = await self._ops.reopen(session_id, cwd, mcp_servers, additional_directories, read_history=False)
         started = time.perf_counter()
         subagents = await self._ops.subagent_replay(live)
-        updates = replay_updates(
-            live.session.history, self._ops.agent.tools_for(live.session), live.session.cwd, subagents, host=live.session.host
-        )
-        for update in updates:
-            await send_update(self._backend.conn, session_id, update)
-        log.info("session %s replayed: %d updates in %.0f ms", session_id, len(updates), (time.perf_counter() - started) * 1000)
+        replay = Replay(self._ops.agent.tools_for(live.session), live.session.cwd, subagents, host=live.session.host)
+        sent = await send_replay(self._ops.store, session_id, replay, partial(send_updates, self._backend.conn, session_id))
+        log.info("session %s replayed: %d updates in %.0f ms", session_id, sent, (time.perf_counter() - started) * 1000)
         await self._ops.announce(live)
         return LoadSessionResponse(modes=mode_state(live.choices.mode), config_options=self._ops.options(live))
 

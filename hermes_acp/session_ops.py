@@ -84,7 +84,9 @@ class SessionOps:
         await self._apply_choices(live)
         return live
 
-    async def reopen(self, session_id: str, cwd: str, mcp_servers, additional_directories) -> LiveSession:
+    async def reopen(self, session_id: str, cwd: str, mcp_servers, additional_directories, *, read_history: bool = True) -> LiveSession:
+        """Make a stored session live here (``read_history=False``: its next turn reads its history,
+        as a replay streams it from the store instead)."""
         from acp import RequestError
 
         path, roots = self.check_cwd(cwd, mcp_servers, additional_directories)
@@ -93,7 +95,7 @@ class SessionOps:
         if existing is not None:
             await self.wait_idle(existing)
             await self.shutdown(existing)
-        session = await agent.open_session(session_id, self._backend.host(path), cwd=path)
+        session = await agent.open_session(session_id, self._backend.host(path), cwd=path, read_history=read_history)
         if session is None:
             raise RequestError.invalid_params({"sessionId": f"no stored session {session_id!r}; list them with session/list"})
         session.roots = roots

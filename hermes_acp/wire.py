@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["request_permission", "send_update"]
+__all__ = ["request_permission", "send_update", "send_updates"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,17 @@ async def send_update(conn: Any, session_id: str, update: Any) -> None:
     params = serialize_params(SessionNotification(session_id=session_id, update=update))
     try:
         await _raw(conn).send_notification("session/update", _with_null_old_text(params))
+    except ConnectionError:
+        log.debug("session/update for %s dropped: the client has gone", session_id)
+
+
+async def send_updates(conn: Any, session_id: str, updates: list[dict[str, Any]]) -> None:
+    """``session/update`` for each of ``updates``, already as the wire has them (a replay);
+    dropped once the client has gone."""
+    raw = _raw(conn)
+    try:
+        for update in updates:
+            await raw.send_notification("session/update", {"sessionId": session_id, "update": update})
     except ConnectionError:
         log.debug("session/update for %s dropped: the client has gone", session_id)
 

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("acp_cancel.py", ["--rounds", "1"], "cancel_during_command_ms"),
         ("first_request.py", [], "bytes"),
         ("acp_replay.py", ["--rounds", "1", "--messages", "200"], "load_ms"),
+        ("acp_replay.py", ["--rounds", "1", "--messages", "100,200"], "sizes"),
         ("edit_large_file.py", ["--rounds", "1", "--mb", "1"], "edit_file_total_ms"),
         ("store_append.py", ["--count", "50", "--prefill", "100"], "runs"),
         ("acp_step_overhead.py", ["--rounds", "1", "--steps", "3"], "overhead_per_step_ms"),

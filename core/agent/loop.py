@@ -122,6 +122,9 @@ class Session:
     subagents_usage: Usage = field(default_factory=Usage)
     # The history as requests carry it (``repair_history``), kept up to date step by step.
     repaired: HistoryRepair = field(default_factory=HistoryRepair)
+    # Set when the session was reopened without reading its stored history (to be shown, say):
+    # its next turn reads it (``Agent.read_history``).
+    history_unread: bool = False
 
     def billed(self) -> Usage:
         """The session's usage with its subagents': what its turns cost."""
@@ -188,12 +191,16 @@ class Agent:
         )
         return await self._attach(record.id, cwd, host, roots, mode, [], base)
 
-    async def open_session(self, session_id: str, host: Host, *, cwd: Path | None = None, mode: Mode = "ask") -> Session | None:
-        """Reattach a stored session, its history loaded; None when it does not exist."""
+    async def open_session(
+        self, session_id: str, host: Host, *, cwd: Path | None = None, mode: Mode = "ask", read_history: bool = True
+    ) -> Session | None:
+        """Reattach a stored session, its history loaded (``read_history=False``: read by its next
+        turn, so a session reopened only to be shown never holds a long history); None when it
+        does not exist."""
         record = await self.store.get_session(session_id)
         if record is None:
             return None
-        history = [m.message for m in await self.store.messages(session_id)]
+        history = [m.message for m in await self.store.messages(session_id)] if read_history else []
         cwd = (cwd or Path(record.cwd)).resolve()
         session = await self._attach(record.id, cwd, host, None, mode, history, kept_prompt(record.meta, cwd, tuple(self.tools)))
         session.title = record.title
@@ -202,7 +209,15 @@ class Agent:
             record.input_tokens, record.output_tokens, record.cache_read_tokens, record.cache_write_tokens, record.cost_usd
         )
         session.subagents_usage = await self.store.subagents_usage(session_id)
+        session.history_unread = not read_history
         return session
+
+    async def read_history(self, session: Session) -> None:
+        """Read the stored history of a session reopened without it (see ``open_session``)."""
+        if session.history_unread:
+            history = [m.message for m in await self.store.messages(session.id)]
+            if session.history_unread:  # not read meanwhile by another caller, whose turn may have gone on
+                session.history, session.history_unread = history, False
 
     async def fork_session(self, source_id: str, host: Host, *, cwd: Path, mode: Mode = "ask") -> Session | None:
         """A new session that starts with a copy of another's history; None when it does not exist."""
@@ -252,6 +267,7 @@ class Agent:
             if session.cancels != generation:  # cancelled while it waited
                 yield TurnEnded("cancelled")
                 return
+            await self.read_history(session)
             queue: asyncio.Queue[Event] = asyncio.Queue()
             session.turn = asyncio.create_task(self._turn(session, prompt, queue))
             while True:
@@ -272,6 +288,7 @@ class Agent:
         request, the summary and what follows. The same compression as the automatic path: the
         summary is kept in a linked child session and the full history stays in the store.
         Returns the summary; "" when there is nothing new to compact."""
+        await self.read_history(session)
         state = session.compression or Compression()
         cut = len(session.history)
         if cut <= state.tail_from or not any(isinstance(m, AssistantMessage) for m in session.history[state.tail_from :]):
