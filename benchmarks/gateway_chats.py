@@ -35,6 +35,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -279,7 +280,11 @@ def one_round(chats: int, messages: int, paired: int, pace: str, code: str | Non
             run = Chats(fake, ids, messages, pace, think)
             cpu_before, own_before = cpu_ms(proc.pid), time.process_time()
             run.start()
-            finished = run.all_done.wait(600)
+            finished, seen, last_progress = False, -1, time.monotonic()
+            while not finished and time.monotonic() - last_progress < 60:  # give up after a minute without a reply
+                finished = run.all_done.wait(1)
+                if len(run.first_done) != seen:
+                    seen, last_progress = len(run.first_done), time.monotonic()
             wall = time.perf_counter() - run.started
             idle(fake)
             cpu = cpu_ms(proc.pid) - cpu_before
@@ -299,6 +304,19 @@ def one_round(chats: int, messages: int, paired: int, pace: str, code: str | Non
         )
         offered = dict(fake.offered)
         calls = list(fake.calls)[calls_before:]
+        kept_logs = None
+        if len(run.first_done) < chats * messages or run.misplaced:
+            # Something was lost: keep the gateway's logs to say why.
+            kept_logs = tempfile.mkdtemp(prefix="gateway_chats-logs-")
+            for log in [*(home / "logs").glob("*.log"), home / "stderr.log"]:
+                shutil.copy(log, kept_logs)
+            missing = sorted(set(run.update_of) - set(run.first_done))
+            Path(kept_logs, "missing.json").write_text(
+                json.dumps(
+                    {"missing": missing, "calls": [(m, p) for m, p in calls if int(p.get("chat_id") or 0) in {c for c, _ in missing}]},
+                    default=str,
+                )
+            )
 
     total = chats * messages
     overheads: list[float] = []
@@ -319,6 +337,7 @@ def one_round(chats: int, messages: int, paired: int, pace: str, code: str | Non
     counts = {m: sum(1 for name, p in calls if name == m and int(p.get("chat_id") or 0) in run.order) for m in sorted(measured)}
     return {
         "finished": finished,
+        **({"logs_kept_in": kept_logs} if kept_logs else {}),
         "messages_sent": len(run.update_of),
         "messages_answered": len(run.first_done),
         "lost": total - len(run.first_done),
