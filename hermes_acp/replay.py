@@ -9,11 +9,12 @@ file), without building the models: a replay sends tens of thousands of them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.events import DiffContent, Location, Notice, TerminalContent, TextContent, ToolContent
+from core.events import DiffContent, Notice, TerminalContent, TextContent, ToolContent
 from core.host.processes import is_background_note, notice_of_note
 from core.messages import (
     AssistantMessage,
@@ -55,6 +56,8 @@ class Replay:
         self._host = host
         # Calls without a result yet, in order (a dict keeps the order and finds one at once).
         self._unanswered: dict[str, None] = {}
+        # Where a path a tool names is, by the path (sessions name the same files again and again).
+        self._where: dict[str, str] = {}
 
     def updates(self, message: Message) -> list[Update]:
         """The updates for the next stored message."""
@@ -115,9 +118,17 @@ class Replay:
         self._unanswered.clear()
         return out
 
+    def _located(self, raw: str) -> str:
+        where = self._where.get(raw)
+        if where is None:
+            path = Path(raw).expanduser()
+            where = self._where[raw] = str(path if path.is_absolute() else self._cwd / path)
+        return where
+
     def _started(self, call: ToolCallPart) -> Update:
         found = self._tools.get(call.name)
-        title, locations = call.name, []
+        title = call.name
+        locations: list[str] = []
         if found is not None:
             try:
                 args = found.args_model.model_validate(call.arguments)
@@ -129,12 +140,12 @@ class Replay:
                 except Exception:
                     pass
                 try:
-                    locations = _locations(found.paths(args), self._cwd)
+                    locations = [self._located(str(raw)) for raw in found.paths(args)]
                 except Exception:
                     locations = []
         update: Update = {"toolCallId": call.id, "title": title, "kind": found.kind if found else "other", "status": "pending"}
         if locations:
-            update["locations"] = [_location(loc) for loc in locations]
+            update["locations"] = [{"path": path} for path in locations]
         update["rawInput"] = call.arguments
         update["sessionUpdate"] = "tool_call"
         return update
@@ -153,29 +164,26 @@ async def send_replay(
     store: SessionStore, session_id: str, replay: Replay, send: Callable[[list[Update]], Awaitable[None]], *, page: int = PAGE
 ) -> int:
     """Read the session's messages from the store a page at a time and ``send`` each page's
-    updates before reading the next; the number of updates sent."""
+    updates (the next page is read meanwhile); the number of updates sent."""
     sent = 0
-    async for stored in _pages(store, session_id, page):
-        updates = [update for message in stored for update in replay.updates(message)]
-        if updates:
-            await send(updates)
-            sent += len(updates)
+    reading = asyncio.ensure_future(store.messages(session_id, limit=page))
+    try:
+        while True:
+            rows = await reading
+            if len(rows) == page:
+                reading = asyncio.ensure_future(store.messages(session_id, after_seq=rows[-1].seq, limit=page))
+            updates = [update for row in rows for update in replay.updates(row.message)]
+            if updates:
+                await send(updates)
+                sent += len(updates)
+            if len(rows) < page:
+                break
+    finally:
+        reading.cancel()  # a failed send leaves no read behind
     closing = replay.finish()
     if closing:
         await send(closing)
     return sent + len(closing)
-
-
-async def _pages(store: SessionStore, session_id: str, size: int):
-    after = 0
-    while True:
-        rows = await store.messages(session_id, after_seq=after, limit=size)
-        if not rows:
-            return
-        yield [row.message for row in rows]
-        if len(rows) < size:
-            return
-        after = rows[-1].seq
 
 
 def _chunk(kind: str, text: str) -> Update:
@@ -201,18 +209,6 @@ def _title(found: Tool | None, call: ToolCallPart) -> str:
         return found.title(found.args_model.model_validate(call.arguments))
     except Exception:
         return call.name
-
-
-def _location(location: Location) -> Update:
-    return {"path": location.path} if location.line is None else {"path": location.path, "line": location.line}
-
-
-def _locations(paths: Iterator[str] | list[str], cwd: Path) -> list[Location]:
-    out = []
-    for raw in paths:
-        path = Path(raw).expanduser()
-        out.append(Location(str(path if path.is_absolute() else cwd / path)))
-    return out
 
 
 def _notice(text: str) -> object:

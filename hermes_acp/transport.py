@@ -100,6 +100,18 @@ class StdioTransport:
                 await self._writer.drain()
         self._answer_sent(message)
 
+    async def send_notifications(self, messages: list[dict[str, Any]]) -> None:
+        """Several notifications in one write (a replay sends tens of thousands)."""
+        data = b"".join(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n" for m in messages)
+        async with self._lock:
+            if self._closed:
+                raise ConnectionError("stdout is closed")
+            if self._writer is None:
+                os.write(self._write_fd, data)
+            else:
+                self._writer.write(data)
+                await self._writer.drain()
+
     def _answer_sent(self, message: dict[str, Any]) -> None:
         result = message.get("result")
         if isinstance(result, dict) and result.get("sessionId") in self._after_result:

@@ -48,9 +48,16 @@ async def send_updates(conn: Any, session_id: str, updates: list[dict[str, Any]]
     """``session/update`` for each of ``updates``, already as the wire has them (a replay);
     dropped once the client has gone."""
     raw = _raw(conn)
+    # Our stdio transport writes them at once; any other goes through the SDK one by one.
+    together = getattr(getattr(raw, "_transport", None), "send_notifications", None)
     try:
-        for update in updates:
-            await raw.send_notification("session/update", {"sessionId": session_id, "update": update})
+        if together is not None:
+            await together(
+                [{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": u}} for u in updates]
+            )
+        else:
+            for update in updates:
+                await raw.send_notification("session/update", {"sessionId": session_id, "update": update})
     except ConnectionError:
         log.debug("session/update for %s dropped: the client has gone", session_id)
 
