@@ -102,7 +102,9 @@ class StdioTransport:
 
     async def send_notifications(self, messages: list[dict[str, Any]]) -> None:
         """Several notifications in one write (a replay sends tens of thousands)."""
-        data = b"".join(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n" for m in messages)
+        # One encoder for all (json.dumps builds one per call): the same bytes as send's.
+        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        data = "".join(encode(m) + "\n" for m in messages).encode("utf-8")
         async with self._lock:
             if self._closed:
                 raise ConnectionError("stdout is closed")
