@@ -9,6 +9,7 @@ names the file and line so that the user can be told.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -158,147 +159,152 @@ _DATA = (
     r"|cookies|everything|home\s+(?:directory|folder)|dotfiles|~/\S*)"
 )
 
-_CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (label, re.compile(pattern))
-    for label, pattern in (
-        # A download piped into an interpreter: curl … | sh, iwr … | iex, wget -O- … | sudo python3.
-        (
-            FETCH_RUN,
-            rf"\b{_FETCHER}\b[^\n]*?\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+)?(?:\w+=\S*\s+)*[\"']?{_RUNNER}[\"']?(?=$|[\s;&)<>\"'-])(?!\s*\|)",
-        ),
-        # An interpreter fed from a download: bash <(curl …), sh -c "$(wget …)", eval `curl …`, . <(curl …).
-        (FETCH_RUN, rf"(?:\b{_RUNNER}\b|(?:^|[\s;&|(])\.)[^\n]{{0,24}}?(?:<\(|\$\(|`)\s*{_FETCHER}\b"),
-        (FETCH_RUN, rf"\b(?:iex|invoke-expression)\b[^\n]*(?:{_FETCHER}|https?://)"),
-        # Backticks read as Markdown, so `eval \`curl …\`` is seen as "eval curl …".
-        (FETCH_RUN, rf"\b(?:eval|exec|source|(?:{_RUNNER})\s+-c)\s+[\"'(]*\s*{_FETCHER}\b[^\n]*https?://"),
-        # Packages from a URL or a git repository rather than the registry.
-        (
-            FETCH_RUN,
-            r"\b(?:pip[0-9.]*|python[0-9.]*\s+-m\s+pip|uv\s+(?:pip|tool)|uvx|pipx|poetry|pdm|npm|pnpm|yarn|bun|npx|pnpx|bunx"
-            r"|gem|cargo|composer|brew)\b[^\n]*?(?:\binstall\b|\badd\b|\bi\b|\brun\b|\bx\b|\bexec\b|--from\b|^|\s)[^\n]*?"
-            r"(?:https?://|\bgit\+|\bgit@|\bgit://|\bgithub:|\bgitlab:|\bbitbucket:|--git\b|--(?:extra-)?index-url\b|\s-i\s+https?://)",
-        ),
-        # Decoding something and running it: base64 -d | sh, exec(b64decode(…)), iex ([Convert]::FromBase64String(…)).
-        (
-            FETCH_RUN,
-            rf"(?:base64\s+(?:-d|--decode)\b|b64decode|frombase64string|atob\s*\(|xxd\s+-r|openssl\s+(?:enc\s+)?-?base64\s+-d)"
-            rf"[^\n]*(?:\|\s*[\"']?{_RUNNER}\b|\b(?:exec|eval|iex|invoke-expression|system|popen|subprocess|spawn)\b)",
-        ),
-        (FETCH_RUN, r"\b(?:exec|eval|iex|invoke-expression)\s*\(?[^\n]{0,40}(?:b64decode|frombase64string|atob|base64\s+-d)"),
-        (
-            FETCH_RUN,
-            r"\b(?:exec|eval|execfile|runpy\.\w+|function)\s*\([^\n]*(?:urlopen|urlretrieve|requests\.get|httpx\.get|urllib|http\.client|\bfetch\s*\(|https?://)"
-            r"|\.then\(\s*eval\b|\bimport\s*\(\s*[\"'`]https?://",
-        ),
-        # The same in words.
-        (
-            FETCH_RUN,
-            r"\b(?:download|fetch|grab|retrieve|pull|get)\s+(?:and|&|then)\s+(?:then\s+)?(?:run|execute|exec|install|source|eval)\b",
-        ),
-        (
-            FETCH_RUN,
-            r"\b(?:download|fetch|grab|retrieve|pull|get|curl|wget)\w*\b[^\n]{0,100}?\b(?:and|then|,)\s+(?:then\s+)?"
-            r"(?:immediately\s+)?(?:run|execute|exec|launch|source|eval|pipe)\w*\s+(?:it|them|this|that|the\s+(?:script|installer|binary|file|payload|code|program|result|output))\b",
-        ),
-        (
-            FETCH_RUN,
-            r"\b(?:run|execute|exec|launch|source|eval)\w*\s+(?:\S+\s+){0,4}?(?:script|installer|binary|payload|code|program|executable|commands?)\s+"
-            r"(?:(?:that\s+is\s+|which\s+is\s+)?(?:hosted|located|found|served|downloaded|fetched|published)\s+)?(?:at|from)\s+https?://",
-        ),
-        (
-            FETCH_RUN,
-            r"\b(?:follow|obey|execute|run|apply|carry\s+out)\w*\s+(?:whatever|all\s+|the\s+)?(?:instructions|commands|orders|tasks)?\s*"
-            r"(?:(?:are|is|you\s+find|listed|posted|published|written)\s+)?(?:at|from|in)\s+https?://",
-        ),
-        # Files or command output sent out: curl -d @file, -F f=@file, -T file, wget --post-file, -InFile.
-        (
-            SEND_OUT,
-            r"\bcurl\b[^\n]*?(?:\s(?:-d|--data(?:-binary|-raw|-urlencode|-ascii)?|-f|--form|--json)\s*[\"']?(?:[\w.\[\]-]+=)?@|\s(?:-t|--upload-file)\s)",
-        ),
-        (
-            SEND_OUT,
-            r"\bwget\b[^\n]*--(?:post|body)-(?:file|data)\b|\b(?:iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]*-(?:infile|body)\b",
-        ),
-        (
-            SEND_OUT,
-            r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|http|xh)\b[^\n]*(?:\$\(|`|<\()\s*"
-            r"(?:env|printenv|set|cat|history|base64|tar|zip|gpg|ls|find|whoami|hostname|id|uname|git\s+\w+|get-content|gc|type)\b",
-        ),
-        (SEND_OUT, r"\|\s*(?:mail|mailx|sendmail|mutt|ssmtp|msmtp|nc|ncat|netcat|socat|telnet)\b"),
-        (SEND_OUT, r"\b(?:mail|mailx|sendmail|mutt)\s+(?:-\S+\s+(?:\S+\s+)?)*[\w.+-]+@[\w-]+\.[\w.-]+"),
-        (SEND_OUT, rf"\b(?:nc|ncat|netcat|telnet)\s+(?:-\S+(?:\s+[^\s-]\S*)?\s+)*{_NOT_LOOPBACK}[a-z0-9][\w.-]*\s+\d{{1,5}}\b"),
-        (
-            SEND_OUT,
-            rf"/dev/(?:tcp|udp)/{_NOT_LOOPBACK}[^/\s]+/\d+|\bsocat\b[^\n]*\b(?:tcp|udp|openssl)[46]?(?:-connect)?:{_NOT_LOOPBACK}[\w.-]+:\d+",
-        ),
-        (SEND_OUT, rf"\b(?:scp|rsync|sftp|ftp|rclone|aws\s+s3\s+(?:cp|sync|mv)|gsutil\s+(?:cp|rsync)|azcopy)\b[^\n]*{_SECRET_PATHS}"),
-        (
-            SEND_OUT,
-            r"\b(?:hooks\.slack\.com|discord(?:app)?\.com/api/webhooks|webhook\.site|requestbin|pipedream\.net|ngrok(?:-free)?\.(?:io|app|dev)"
-            r"|burpcollaborator|interact\.sh|oast\.\w+|canarytokens|hookbin|beeceptor|postb\.in|pastebin\.com|transfer\.sh|0x0\.st|termbin)",
-        ),
-        (
-            SEND_OUT,
-            rf"\b(?:send|post|upload|e-?mail|mail|forward|exfiltrate|transmit|leak|report|copy|sync|share|submit|push|beacon|dump)(?:s|ed|ing)?\b"
-            rf"[^\n]{{0,80}}?\b{_DATA}[^\n]{{0,80}}?(?:https?://|\bwebhooks?\b|\b[\w.+-]+@[\w-]+\.[a-z]{{2,}}\b|\b(?:to|at)\s+(?:my|our|this|that|an?|the|some)\s+"
-            r"(?:external\s+|remote\s+|own\s+)?(?:server|endpoint|url|address|inbox|email|host|bucket|collector|site|domain|ip))",
-        ),
-        # Loosening approvals or the sandbox.
-        (
-            LOOSEN,
-            r"\b(?:switch|set|change|put|turn|flip|move|go)\w*\b[^\n]{0,40}?\bmodes?\b[^\n]{0,20}?\b(?:to\s+|into\s+)?[\"'`]?"
-            r"(?:auto|yolo|full[\s-]?access|bypass\w*|dangerous\w*|unrestricted|accept-edits)\b",
-        ),
-        (
-            LOOSEN,
-            r"\bmode\s*[:=]\s*[\"']?(?:auto|yolo)\b|(?:^|\s)/mode\s+(?:auto|accept-edits)\b|--mode[=\s]+(?:auto|accept-edits)\b"
-            r"|\bset_(?:session_)?mode\b[^\n]*\bauto\b|\bset_config_option\b[^\n]*\bauto\b",
-        ),
-        (
-            LOOSEN,
-            r"\b(?:use|enable|activate|enter|stay\s+in|always\s+(?:use|be\s+in)|run\s+in|work\s+in)\s+(?:the\s+)?(?:auto|yolo)(?:[\s-]approve)?\s+mode\b",
-        ),
-        (
-            LOOSEN,
-            r"\b(?:approve|allow|accept|permit|whitelist|allowlist|authori[sz]e|grant|confirm)\w*\s+(?:all|every|any|each)(?:thing)?\s+"
-            r"(?:of\s+(?:the|my|your)\s+)?(?:shell\s+|tool\s+|permission\s+|approval\s+|pending\s+)?(?:commands?|tool\s*calls?|tools|requests?|actions?|edits?|permissions?"
-            r"|prompts?|questions?|operations?|writes?|approvals?)\b|\b(?:approve|allow|accept|say\s+yes\s+to|answer\s+yes\s+to)\s+everything\b",
-        ),
-        (
-            LOOSEN,
-            r"\b(?:disable|turn\s+off|switch\s+off|bypass|skip|remove|deactivate|circumvent|get\s+around|escape|evade|suppress|override|kill|stop\s+using)\w*\b"
-            r"[^\n]{0,30}?\b(?:the\s+|any\s+|all\s+)?(?:sandbox(?:ing)?|bwrap|bubblewrap|seatbelt|sandbox-exec|approvals?|approval\s+(?:prompts?|questions?|checks?|requests?|policy)"
-            r"|permission\s+(?:prompts?|checks?|requests?|questions?|dialogs?)|confirmations?|safety\s+(?:checks?|rules?|measures?)|guardrails?|screening"
-            r"|security\s+(?:checks?|prompts?|policy))\b",
-        ),
-        (
-            LOOSEN,
-            r"\b(?:do\s*n[o']?t|never|no\s+need\s+to|need\s*n[o']?t|stop)\s+(?:ever\s+)?(?:ask|wait|prompt|request|check)(?:ing)?\s+"
-            r"(?:(?:the\s+)?user\s+)?(?:for\s+)?(?:approvals?|permissions?|confirmations?|consent|before)\b",
-        ),
-        (
-            LOOSEN,
-            r"\b(?:always|automatically|auto-?)\s*(?:answer|say|respond|reply|select|choose|click|press|pick)\w*\s+(?:with\s+)?[\"'`]?"
-            r"(?:yes|y|allow|approve|accept|allow[_\s]always|allow[_\s]once)\b|\b(?:answer|say|respond|reply)\w*\s+[\"'`]?yes[\"'`]?\s+to\s+(?:all|every|any|each)\b"
-            r"|\byes\s+to\s+all\b|\bauto-?approv\w*",
-        ),
-        (
-            LOOSEN,
-            r"--(?:yes-always|approve-all|dangerously-skip-permissions|dangerously-bypass\S*|trust-client-approvals|no-sandbox|yolo|allow-all)\b"
-            r"|\btrust[_-]client[_-]approvals\b|\bapproval_respond\b|\bapprovals\s+(?:allow|approve)\b|\ballow[_-]always\b|\balways[\s-]+allow\b",
-        ),
-        (
-            LOOSEN,
-            r"\bconfig\.toml\b[^\n]*\b(?:approv\w*|modes?|sandbox\w*|rules?|allow\w*|trust\w*)\b|\b(?:approv\w*|modes?|sandbox\w*|rules?|trust\w*)\b[^\n]*\bconfig\.toml\b"
-            r"|\[(?:approvals|sandbox)\]|\bapproval[_\s]rules?\b",
-        ),
-        (LOOSEN, r"\b(?:sqlite3?|update|insert|delete)\b[^\n]*\bapprovals?\b[^\n]*\b(?:set|into|status|allow\w*|where)\b"),
-        (
-            LOOSEN,
-            r"\b(?:edit|write|modify|change|append|overwrite|update|echo|tee|sed|printf|cat)\w*\b[^\n]*(?:\.hermes-editor\b|hermes_editor_home)",
-        ),
-    )
+# Compiled on first use (about 13 ms at import otherwise): most runs never check learned text.
+_CHECK_PATTERNS: tuple[tuple[str, str], ...] = (
+    # A download piped into an interpreter: curl … | sh, iwr … | iex, wget -O- … | sudo python3.
+    (
+        FETCH_RUN,
+        rf"\b{_FETCHER}\b[^\n]*?\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+)?(?:\w+=\S*\s+)*[\"']?{_RUNNER}[\"']?(?=$|[\s;&)<>\"'-])(?!\s*\|)",
+    ),
+    # An interpreter fed from a download: bash <(curl …), sh -c "$(wget …)", eval `curl …`, . <(curl …).
+    (FETCH_RUN, rf"(?:\b{_RUNNER}\b|(?:^|[\s;&|(])\.)[^\n]{{0,24}}?(?:<\(|\$\(|`)\s*{_FETCHER}\b"),
+    (FETCH_RUN, rf"\b(?:iex|invoke-expression)\b[^\n]*(?:{_FETCHER}|https?://)"),
+    # Backticks read as Markdown, so `eval \`curl …\`` is seen as "eval curl …".
+    (FETCH_RUN, rf"\b(?:eval|exec|source|(?:{_RUNNER})\s+-c)\s+[\"'(]*\s*{_FETCHER}\b[^\n]*https?://"),
+    # Packages from a URL or a git repository rather than the registry.
+    (
+        FETCH_RUN,
+        r"\b(?:pip[0-9.]*|python[0-9.]*\s+-m\s+pip|uv\s+(?:pip|tool)|uvx|pipx|poetry|pdm|npm|pnpm|yarn|bun|npx|pnpx|bunx"
+        r"|gem|cargo|composer|brew)\b[^\n]*?(?:\binstall\b|\badd\b|\bi\b|\brun\b|\bx\b|\bexec\b|--from\b|^|\s)[^\n]*?"
+        r"(?:https?://|\bgit\+|\bgit@|\bgit://|\bgithub:|\bgitlab:|\bbitbucket:|--git\b|--(?:extra-)?index-url\b|\s-i\s+https?://)",
+    ),
+    # Decoding something and running it: base64 -d | sh, exec(b64decode(…)), iex ([Convert]::FromBase64String(…)).
+    (
+        FETCH_RUN,
+        rf"(?:base64\s+(?:-d|--decode)\b|b64decode|frombase64string|atob\s*\(|xxd\s+-r|openssl\s+(?:enc\s+)?-?base64\s+-d)"
+        rf"[^\n]*(?:\|\s*[\"']?{_RUNNER}\b|\b(?:exec|eval|iex|invoke-expression|system|popen|subprocess|spawn)\b)",
+    ),
+    (FETCH_RUN, r"\b(?:exec|eval|iex|invoke-expression)\s*\(?[^\n]{0,40}(?:b64decode|frombase64string|atob|base64\s+-d)"),
+    (
+        FETCH_RUN,
+        r"\b(?:exec|eval|execfile|runpy\.\w+|function)\s*\([^\n]*(?:urlopen|urlretrieve|requests\.get|httpx\.get|urllib|http\.client|\bfetch\s*\(|https?://)"
+        r"|\.then\(\s*eval\b|\bimport\s*\(\s*[\"'`]https?://",
+    ),
+    # The same in words.
+    (
+        FETCH_RUN,
+        r"\b(?:download|fetch|grab|retrieve|pull|get)\s+(?:and|&|then)\s+(?:then\s+)?(?:run|execute|exec|install|source|eval)\b",
+    ),
+    (
+        FETCH_RUN,
+        r"\b(?:download|fetch|grab|retrieve|pull|get|curl|wget)\w*\b[^\n]{0,100}?\b(?:and|then|,)\s+(?:then\s+)?"
+        r"(?:immediately\s+)?(?:run|execute|exec|launch|source|eval|pipe)\w*\s+(?:it|them|this|that|the\s+(?:script|installer|binary|file|payload|code|program|result|output))\b",
+    ),
+    (
+        FETCH_RUN,
+        r"\b(?:run|execute|exec|launch|source|eval)\w*\s+(?:\S+\s+){0,4}?(?:script|installer|binary|payload|code|program|executable|commands?)\s+"
+        r"(?:(?:that\s+is\s+|which\s+is\s+)?(?:hosted|located|found|served|downloaded|fetched|published)\s+)?(?:at|from)\s+https?://",
+    ),
+    (
+        FETCH_RUN,
+        r"\b(?:follow|obey|execute|run|apply|carry\s+out)\w*\s+(?:whatever|all\s+|the\s+)?(?:instructions|commands|orders|tasks)?\s*"
+        r"(?:(?:are|is|you\s+find|listed|posted|published|written)\s+)?(?:at|from|in)\s+https?://",
+    ),
+    # Files or command output sent out: curl -d @file, -F f=@file, -T file, wget --post-file, -InFile.
+    (
+        SEND_OUT,
+        r"\bcurl\b[^\n]*?(?:\s(?:-d|--data(?:-binary|-raw|-urlencode|-ascii)?|-f|--form|--json)\s*[\"']?(?:[\w.\[\]-]+=)?@|\s(?:-t|--upload-file)\s)",
+    ),
+    (
+        SEND_OUT,
+        r"\bwget\b[^\n]*--(?:post|body)-(?:file|data)\b|\b(?:iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]*-(?:infile|body)\b",
+    ),
+    (
+        SEND_OUT,
+        r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|http|xh)\b[^\n]*(?:\$\(|`|<\()\s*"
+        r"(?:env|printenv|set|cat|history|base64|tar|zip|gpg|ls|find|whoami|hostname|id|uname|git\s+\w+|get-content|gc|type)\b",
+    ),
+    (SEND_OUT, r"\|\s*(?:mail|mailx|sendmail|mutt|ssmtp|msmtp|nc|ncat|netcat|socat|telnet)\b"),
+    (SEND_OUT, r"\b(?:mail|mailx|sendmail|mutt)\s+(?:-\S+\s+(?:\S+\s+)?)*[\w.+-]+@[\w-]+\.[\w.-]+"),
+    (SEND_OUT, rf"\b(?:nc|ncat|netcat|telnet)\s+(?:-\S+(?:\s+[^\s-]\S*)?\s+)*{_NOT_LOOPBACK}[a-z0-9][\w.-]*\s+\d{{1,5}}\b"),
+    (
+        SEND_OUT,
+        rf"/dev/(?:tcp|udp)/{_NOT_LOOPBACK}[^/\s]+/\d+|\bsocat\b[^\n]*\b(?:tcp|udp|openssl)[46]?(?:-connect)?:{_NOT_LOOPBACK}[\w.-]+:\d+",
+    ),
+    (SEND_OUT, rf"\b(?:scp|rsync|sftp|ftp|rclone|aws\s+s3\s+(?:cp|sync|mv)|gsutil\s+(?:cp|rsync)|azcopy)\b[^\n]*{_SECRET_PATHS}"),
+    (
+        SEND_OUT,
+        r"\b(?:hooks\.slack\.com|discord(?:app)?\.com/api/webhooks|webhook\.site|requestbin|pipedream\.net|ngrok(?:-free)?\.(?:io|app|dev)"
+        r"|burpcollaborator|interact\.sh|oast\.\w+|canarytokens|hookbin|beeceptor|postb\.in|pastebin\.com|transfer\.sh|0x0\.st|termbin)",
+    ),
+    (
+        SEND_OUT,
+        rf"\b(?:send|post|upload|e-?mail|mail|forward|exfiltrate|transmit|leak|report|copy|sync|share|submit|push|beacon|dump)(?:s|ed|ing)?\b"
+        rf"[^\n]{{0,80}}?\b{_DATA}[^\n]{{0,80}}?(?:https?://|\bwebhooks?\b|\b[\w.+-]+@[\w-]+\.[a-z]{{2,}}\b|\b(?:to|at)\s+(?:my|our|this|that|an?|the|some)\s+"
+        r"(?:external\s+|remote\s+|own\s+)?(?:server|endpoint|url|address|inbox|email|host|bucket|collector|site|domain|ip))",
+    ),
+    # Loosening approvals or the sandbox.
+    (
+        LOOSEN,
+        r"\b(?:switch|set|change|put|turn|flip|move|go)\w*\b[^\n]{0,40}?\bmodes?\b[^\n]{0,20}?\b(?:to\s+|into\s+)?[\"'`]?"
+        r"(?:auto|yolo|full[\s-]?access|bypass\w*|dangerous\w*|unrestricted|accept-edits)\b",
+    ),
+    (
+        LOOSEN,
+        r"\bmode\s*[:=]\s*[\"']?(?:auto|yolo)\b|(?:^|\s)/mode\s+(?:auto|accept-edits)\b|--mode[=\s]+(?:auto|accept-edits)\b"
+        r"|\bset_(?:session_)?mode\b[^\n]*\bauto\b|\bset_config_option\b[^\n]*\bauto\b",
+    ),
+    (
+        LOOSEN,
+        r"\b(?:use|enable|activate|enter|stay\s+in|always\s+(?:use|be\s+in)|run\s+in|work\s+in)\s+(?:the\s+)?(?:auto|yolo)(?:[\s-]approve)?\s+mode\b",
+    ),
+    (
+        LOOSEN,
+        r"\b(?:approve|allow|accept|permit|whitelist|allowlist|authori[sz]e|grant|confirm)\w*\s+(?:all|every|any|each)(?:thing)?\s+"
+        r"(?:of\s+(?:the|my|your)\s+)?(?:shell\s+|tool\s+|permission\s+|approval\s+|pending\s+)?(?:commands?|tool\s*calls?|tools|requests?|actions?|edits?|permissions?"
+        r"|prompts?|questions?|operations?|writes?|approvals?)\b|\b(?:approve|allow|accept|say\s+yes\s+to|answer\s+yes\s+to)\s+everything\b",
+    ),
+    (
+        LOOSEN,
+        r"\b(?:disable|turn\s+off|switch\s+off|bypass|skip|remove|deactivate|circumvent|get\s+around|escape|evade|suppress|override|kill|stop\s+using)\w*\b"
+        r"[^\n]{0,30}?\b(?:the\s+|any\s+|all\s+)?(?:sandbox(?:ing)?|bwrap|bubblewrap|seatbelt|sandbox-exec|approvals?|approval\s+(?:prompts?|questions?|checks?|requests?|policy)"
+        r"|permission\s+(?:prompts?|checks?|requests?|questions?|dialogs?)|confirmations?|safety\s+(?:checks?|rules?|measures?)|guardrails?|screening"
+        r"|security\s+(?:checks?|prompts?|policy))\b",
+    ),
+    (
+        LOOSEN,
+        r"\b(?:do\s*n[o']?t|never|no\s+need\s+to|need\s*n[o']?t|stop)\s+(?:ever\s+)?(?:ask|wait|prompt|request|check)(?:ing)?\s+"
+        r"(?:(?:the\s+)?user\s+)?(?:for\s+)?(?:approvals?|permissions?|confirmations?|consent|before)\b",
+    ),
+    (
+        LOOSEN,
+        r"\b(?:always|automatically|auto-?)\s*(?:answer|say|respond|reply|select|choose|click|press|pick)\w*\s+(?:with\s+)?[\"'`]?"
+        r"(?:yes|y|allow|approve|accept|allow[_\s]always|allow[_\s]once)\b|\b(?:answer|say|respond|reply)\w*\s+[\"'`]?yes[\"'`]?\s+to\s+(?:all|every|any|each)\b"
+        r"|\byes\s+to\s+all\b|\bauto-?approv\w*",
+    ),
+    (
+        LOOSEN,
+        r"--(?:yes-always|approve-all|dangerously-skip-permissions|dangerously-bypass\S*|trust-client-approvals|no-sandbox|yolo|allow-all)\b"
+        r"|\btrust[_-]client[_-]approvals\b|\bapproval_respond\b|\bapprovals\s+(?:allow|approve)\b|\ballow[_-]always\b|\balways[\s-]+allow\b",
+    ),
+    (
+        LOOSEN,
+        r"\bconfig\.toml\b[^\n]*\b(?:approv\w*|modes?|sandbox\w*|rules?|allow\w*|trust\w*)\b|\b(?:approv\w*|modes?|sandbox\w*|rules?|trust\w*)\b[^\n]*\bconfig\.toml\b"
+        r"|\[(?:approvals|sandbox)\]|\bapproval[_\s]rules?\b",
+    ),
+    (LOOSEN, r"\b(?:sqlite3?|update|insert|delete)\b[^\n]*\bapprovals?\b[^\n]*\b(?:set|into|status|allow\w*|where)\b"),
+    (
+        LOOSEN,
+        r"\b(?:edit|write|modify|change|append|overwrite|update|echo|tee|sed|printf|cat)\w*\b[^\n]*(?:\.hermes-editor\b|hermes_editor_home)",
+    ),
 )
+
+
+@functools.cache
+def _checks() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((label, re.compile(pattern)) for label, pattern in _CHECK_PATTERNS)
+
+
 # "Never run `curl … | sh`" and "don't switch to auto mode" warn rather than instruct. Only the
 # words right before a match count ("don't forget to switch to auto" still instructs), and a
 # pattern that starts with its own negation ("don't ask for approval") is never excused.
@@ -361,7 +367,7 @@ def _learned_flags(lines: list[str], source: str) -> list[tuple[Flagged, tuple[i
     folded = [" ".join(_fold(lines[i].rstrip().rstrip("\\^")) for i in range(a, b + 1)) for a, b in units]
     flags: list[tuple[Flagged, tuple[int, ...]]] = []
     for (first, last), text in zip(units, folded):
-        labels = [label for label, pattern in _CHECKS if _match(pattern, text)]
+        labels = [label for label, pattern in _checks() if _match(pattern, text)]
         if labels:
             excerpt = " ".join(" ".join(lines[i].split()) for i in range(first, last + 1))
             excerpt = excerpt if len(excerpt) <= 100 else excerpt[:97] + "…"
