@@ -5,6 +5,7 @@ reading; a grade is only ever raised, code is never decided to be harmless.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -316,10 +317,17 @@ def awk_effects(args: list[str], read: Callable[[str], str | None]) -> Effects:
 
 # --- inline code -------------------------------------------------------------------------
 
-_CODE_RULES = (
+
+def _source(pattern: str, flags: int = 0) -> tuple[str, int]:
+    return pattern, flags
+
+
+# The inline-code patterns are compiled on first use (several milliseconds at import otherwise):
+# most sessions never grade inline code.
+_CODE_RULE_SOURCES = (
     (
         "starts other programs",
-        re.compile(
+        _source(
             r"subprocess|\bos\s*\.\s*(system|popen\w*|exec\w*|spawn\w*|posix_spawn\w*|fork\w*|kill\w*|startfile)|\bpty\s*\.\s*spawn"
             r"|commands\.getoutput|child_process|\bexec(Sync|File\w*)?\s*\(|\bspawn(Sync)?\s*\(|shell_exec|passthru|proc_open|\bpopen"
             r"|pcntl_\w+|\bIO\s*\.\s*popen|Open3|%x[({\[<|!]|\bqx\s*[({\[<|/!'\"]|\bos\.execute|\bio\.popen|(?<![\w.])system2?\s*\("
@@ -330,7 +338,7 @@ _CODE_RULES = (
     ),
     (
         "deletes or moves files",
-        re.compile(
+        _source(
             r"rmtree|remove_tree|\brm_rf?\b|\bunlink\w*|\brmdir\w*|removedirs|\bfs\s*\.\s*(rm|rmdir|unlink|truncate)\w*|\brmSync|rimraf"
             r"|\b(File|Dir|FileUtils)\s*\.\s*(delete|unlink|rm\w*|remove\w*|rmdir|mv|move)|\bfile\.remove|\bos\s*\.\s*(remove|rename|replace|truncate|chmod|chown)"
             r"|\bshutil\s*\.\s*(move|rmtree|chown)|Remove-Item|Move-Item|Clear-Content|Deno\s*\.\s*(remove|rename|truncate)|\brm\s+-\w|\btruncate\s*\("
@@ -338,7 +346,7 @@ _CODE_RULES = (
     ),
     (
         "runs code it builds",
-        re.compile(
+        _source(
             r"(?<![\w.])(exec|eval|execfile)\s*\(|__import__|import_module|importlib\s*\.\s*(util|machinery)|(?<![\w.])compile\s*\("
             r"|__builtins__|\bbuiltins\b|__dict__|__globals__|__subclasses__|__getattribute__|__code__|\bsys\s*\.\s*modules"
             r"|\bgetattr\s*\(\s*(os|posix|nt|shutil|subprocess|builtins|__builtins__|sys|pty|ctypes)\b|\bimport\s+(os|posix|nt|shutil|subprocess|pty|ctypes)\s+as\b"
@@ -353,29 +361,44 @@ _CODE_RULES = (
 _BARE_CALLS = re.compile(r"`|(?<![\w.$@%>:-])(system|exec|spawn|fork|unlink|rmdir|kill|syscall)\b")
 _BARE_LANGUAGES = {"perl", "ruby", "php", "lua", "tcl", "PowerShell", "AppleScript", "R"}
 _POWERSHELL = re.compile(r"(^|[\s;|(&{])(rm|del|erase|rd|ri|rmdir|mv|move|mi|iwr|irm|curl|wget|sc|set-content|out-file|&)(\s|$)", re.I)
-_CODE_NETWORK = re.compile(
+_CODE_NETWORK_SOURCE = _source(
     r"urllib|\brequests\s*\.|http\.client|httplib|\bhttpx\b|aiohttp|\bsocket\b|urlopen|(?<![\w.])fetch\s*\(|\bhttps?\s*\.\s*(get|request)"
     r"|\bnet\s*\.\s*(connect|createConnection|Socket)|XMLHttpRequest|WebSocket|Net::HTTP|open-uri|LWP|HTTP::Tiny|IO::Socket|curl_"
     r"|fsockopen|Invoke-WebRequest|Invoke-RestMethod|\biwr\b|\birm\b|download\.file|smtplib|ftplib|paramiko|Deno\s*\.\s*connect"
     r"|Bun\s*\.\s*connect|['\"`](https?|ftp|wss?)://",
     re.I,
 )
-_CODE_WRITES = (
+_CODE_WRITE_SOURCES = (
     # open("p", "w") in python, ruby, lua (io.open), php (fopen)
-    re.compile(r"""\b(?:open|fopen)\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*,\s*(?:mode\s*=\s*)?[rbfu]*(['"])(?P<mode>[^'"\n]*)\3"""),
+    _source(r"""\b(?:open|fopen)\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*,\s*(?:mode\s*=\s*)?[rbfu]*(['"])(?P<mode>[^'"\n]*)\3"""),
     # Path("p").write_text(...)
-    re.compile(
+    _source(
         r"""\bPath\s*\(\s*[rbfu]*(['"])(?P<path>[^'"\n]+)\1\s*\)\s*\.\s*(?P<mode>write_text|write_bytes|touch|mkdir|symlink_to|hardlink_to|chmod|open\s*\(\s*['"][wax+])"""
     ),
     # writeFileSync("p", ...), File.write("p"), file_put_contents("p")
-    re.compile(
+    _source(
         r"""\b(?P<mode>writeFile\w*|appendFile\w*|createWriteStream|mkdirSync|writeTextFile|Bun\.write|file_put_contents|File\.write|IO\.write|writeLines|saveRDS)\s*\(\s*(['"`])(?P<path>[^'"`\n]+)\2"""
     ),
     # perl: open(my $f, '>', 'p') or open(F, ">p")
-    re.compile(
+    _source(
         r"""\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*(['"])\s*(?P<mode>\+?>{1,2}|\+<)\s*(?P<path>[^'"\n]*)\1(?:\s*,\s*(['"])(?P<path3>[^'"\n]+)\4)?"""
     ),
 )
+
+
+@functools.cache
+def _code_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((what, re.compile(*source)) for what, source in _CODE_RULE_SOURCES)
+
+
+@functools.cache
+def _code_network() -> re.Pattern[str]:
+    return re.compile(*_CODE_NETWORK_SOURCE)
+
+
+@functools.cache
+def _code_writes() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(*source) for source in _CODE_WRITE_SOURCES)
 
 
 _STRING = re.compile(r"""(['"])([^'"\s\\]{1,300})\1""")
@@ -384,10 +407,11 @@ _STRING = re.compile(r"""(['"])([^'"\s\\]{1,300})\1""")
 def code_writes(code: str) -> list[str]:
     """Files that inline code visibly opens for writing (string literals only)."""
     found = []
-    for pattern in _CODE_WRITES:
+    writes = _code_writes()
+    for pattern in writes:
         for m in pattern.finditer(code):
             mode = m.group("mode")
-            if pattern is _CODE_WRITES[0] and not set(mode) & set("wax+"):
+            if pattern is writes[0] and not set(mode) & set("wax+"):
                 continue
             path = m.group("path") or (m.groupdict().get("path3") or "")
             if path:
@@ -399,14 +423,14 @@ def inline_effects(lang: str, code: str) -> Effects:
     """Inline code is at least normal; what it visibly does can make it dangerous."""
     e = Effects()
     e.flag(NORMAL, f"it runs inline {lang} code")
-    for what, pattern in _CODE_RULES:
+    for what, pattern in _code_rules():
         if pattern.search(code):
             e.flag(DANGEROUS, f"it runs inline {lang} code that {what}")
     if lang in _BARE_LANGUAGES and _BARE_CALLS.search(code):
         e.flag(DANGEROUS, f"it runs inline {lang} code that starts other programs or deletes files")
     if lang == "PowerShell" and _POWERSHELL.search(code):
         e.flag(DANGEROUS, "it runs inline PowerShell code that runs, deletes or writes things")
-    e.network = bool(_CODE_NETWORK.search(code))
+    e.network = bool(_code_network().search(code))
     e.writes = code_writes(code)
     e.reads = [m.group(2) for m in _STRING.finditer(code) if "://" not in m.group(2)][:50]  # counted when they exist
     return e
