@@ -37,8 +37,7 @@ import acp
 from acp.schema import AllowedOutcome, ClientCapabilities, RequestPermissionResponse
 
 from benchmarks.reference import Reference, add_option, find, ratio
-from core.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, UserMessage
-from core.store import SessionStore
+from core.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, UserMessage, dump_message
 from hermes_cli.scripted_model import ScriptedOpenAIServer
 
 # Run with each server's own interpreter, so that the round trip is the one its SDK makes.
@@ -243,16 +242,41 @@ def seeded_history(count: int) -> list[Message]:
     return out
 
 
-async def seed_sessions(db: Path, cwd: Path, sizes: list[int]) -> dict[int, str]:
-    """A stored session per size holding that many messages; their ids by size."""
+# Run with the server's code (``--code``), so that the store has the schema that code makes.
+SEED = """
+import asyncio, json, sys
+from core.messages import load_message
+from core.store import SessionStore
+
+async def main(db, cwd, plan):
+    ids = {}
     async with SessionStore.open(db) as store:
-        ids = {}
-        for size in sizes:
-            record = await store.create_session(cwd=str(cwd), surface="acp", model="openai:scripted", title=f"{size} messages")
-            for message in seeded_history(size):
-                await store.append_message(record.id, message)
+        for size, messages in plan.items():
+            record = await store.create_session(cwd=cwd, surface="acp", model="openai:scripted", title=f"{size} messages")
+            for message in messages:
+                await store.append_message(record.id, load_message(message))
             ids[size] = record.id
-        return ids
+    print(json.dumps(ids))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], json.load(sys.stdin)))
+"""
+
+
+def seed_sessions(db: Path, cwd: Path, sizes: list[int], code: str = "") -> dict[int, str]:
+    """A stored session per size holding that many messages; their ids by size."""
+    plan = {size: [dump_message(m) for m in seeded_history(size)] for size in sizes}
+    env = {**os.environ, "PYTHONPATH": code} if code else None
+    # Not from the current folder: ``python -c`` would import the code there before PYTHONPATH's.
+    out = subprocess.run(
+        [sys.executable, "-c", SEED, str(db), str(cwd)],
+        input=json.dumps(plan),
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=db.parent,
+    )
+    return {int(size): sid for size, sid in json.loads(out.stdout).items()}
 
 
 async def measure_histories(
@@ -265,7 +289,7 @@ async def measure_histories(
     under the same load."""
     import openai
 
-    ids = await seed_sessions(db, project, sizes)
+    ids = seed_sessions(db, project, sizes, env_for("").get("PYTHONPATH", ""))
 
     def read_call(path: str) -> tuple[str, dict]:
         return "read_file", {"path": path}
@@ -312,7 +336,9 @@ async def measure_histories(
                     calls += sum(1 for r in server.requests[before:] if turn_of(r) is not None and _session_of(r, size))
                     # The turn's last request: the largest it sent.
                     last = dict(server.requests[-1])
-                    assert turn_of(last) is not None and _session_of(last, size), "the turn's last request"
+                    assert turn_of(last) is not None and _session_of(last, size), (
+                        f"the turn's last request: {turn_of(last)}, {[(m.get('role'), text_of(m)[:40]) for m in last.get('messages', [])][-3:]}"
+                    )
                     largest[size] = last
                     body = {k: v for k, v in last.items() if k not in ("model", "stream")}
                     rows[size].append((step, await round_trip(model, None), await round_trip(model, body), cpu))
