@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, RetryAfter
+from telegram.error import BadRequest, RetryAfter, TimedOut
 
 from hermes_gateway.render import LIMIT, split_markdown, to_html
 
@@ -62,7 +62,18 @@ async def send_text(bot: Any, target: Target, markdown: str, *, reply_markup: An
 
 
 async def edit_text(bot: Any, target: Target, message_id: int, markdown: str, *, html: bool = True, reply_markup: Any = None) -> None:
-    """Replace a message's text (HTML with plain fallback); an unchanged text is not an error."""
+    """Replace a message's text (HTML with plain fallback); an unchanged text is not an error.
+
+    An edit that timed out is made once more: it is idempotent (the same text again is "not
+    modified"), and it is how a streamed reply's final text arrives."""
+    try:
+        await _edit_text(bot, target, message_id, markdown, html=html, reply_markup=reply_markup)
+    except TimedOut:
+        log.info("editing message %s timed out; trying once more", message_id)
+        await _edit_text(bot, target, message_id, markdown, html=html, reply_markup=reply_markup)
+
+
+async def _edit_text(bot: Any, target: Target, message_id: int, markdown: str, *, html: bool, reply_markup: Any) -> None:
     try:
         if html:
             rendered = to_html(markdown)

@@ -46,6 +46,8 @@ REJECTED_TOKEN_RETRY = 300.0
 
 # Updates handled at once (across chats; a chat's own wait for their turn, in order).
 MAX_CONCURRENT_UPDATES = 256
+# Seconds a request to the Bot API waits for a free connection of the pool.
+POOL_TIMEOUT = 30.0
 
 
 class ChatOrder(BaseUpdateProcessor):
@@ -113,6 +115,9 @@ class TelegramPlatform(Platform):
             .base_file_url(re.sub(r"/bot$", "/file/bot", base))
             .get_updates_read_timeout(cfg.poll_timeout + 10)
             .concurrent_updates(ChatOrder())
+            # With many chats at once every connection can be busy for a moment: wait for one
+            # (python-telegram-bot gives up after 1 s by default, and the reply would be lost).
+            .pool_timeout(POOL_TIMEOUT)
             .build()
         )
         self._events: Events | None = None
