@@ -8,7 +8,7 @@ uses it when no model is configured. Each request gets the next *spec* from a sc
   or raw str}], "usage": {"input_tokens", "output_tokens", "cache_read_tokens",
   "cache_write_tokens", "cost"}, "chunk_size": int, "delay": float, "finish_reason": str}``
   (every key optional; ``thinking`` may carry a ``signature`` key for the Anthropic fake);
-- a failure: ``{"error": 429, "retry_after": 1}``, ``{"error": 500}``, ``{"error":
+- a failure: ``{"error": 429, "retry_after": 1}`` (or ``"retry_after_ms": 250``), ``{"error": 500}``, ``{"error":
   "overloaded"}``, ``{"error": 401}``, ``{"error": 400, "message": "..."}``;
 - a broken stream: ``{"disconnect_after": N}`` (N text chunks, then the connection drops),
   ``{"malformed": True}`` (a chunk that is not JSON), ``{"hang": True}`` (headers, then
@@ -383,6 +383,8 @@ class ScriptedOpenAIServer(ScriptedServer):
             kind, message = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", f"Error {status}."))
         if "retry_after" in spec:
             headers["retry-after"] = str(spec["retry_after"])
+        if "retry_after_ms" in spec:
+            headers["retry-after-ms"] = str(spec["retry_after_ms"])
         payload = {"error": {"message": spec.get("message", message), "type": kind, "param": None, "code": spec.get("code")}}
         return status, headers, payload
 

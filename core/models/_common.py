@@ -2,7 +2,8 @@
 
 Both SDKs share one shape (``APIStatusError`` with ``status_code``, ``response`` and ``body``;
 ``APIConnectionError``; ``APITimeoutError``) and both ride on an httpx-style transport, so
-classification works by duck typing and never imports an SDK.
+classification works by duck typing and never imports an SDK. The chat-completions adapter
+talks HTTP itself (httpx) and reports a provider's error answers as ``ProviderHTTPError``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -19,7 +20,7 @@ from core.config import ModelRef
 from core.models.base import ErrorKind, ModelError, ModelEvent, ModelRequest
 from core.models.pricing import Price, cost_of
 
-__all__ = ["SdkModel", "api_key", "classify_error", "parse_arguments", "redact"]
+__all__ = ["ProviderHTTPError", "SdkModel", "api_key", "classify_error", "parse_arguments", "redact"]
 
 _CONTEXT_WORDS = re.compile(
     r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
@@ -29,6 +30,21 @@ _CONTEXT_WORDS = re.compile(
 _BEARER = re.compile(r"(Bearer\s+)[^\s'\"]+", re.IGNORECASE)
 _SDK_MODULES = ("openai", "anthropic", "httpx", "httpx2", "httpcore", "h11", "anyio")
 _MAX_MESSAGE = 500
+
+
+class ProviderHTTPError(Exception):
+    """A provider's error answer: an HTTP status of 400 or more, or an error object inside a
+    200 stream (``status_code`` None). ``body`` is the error object (the JSON's ``error`` when
+    there is one) or the body's text; ``headers`` are the response's, names lower-cased."""
+
+    def __init__(self, message: str, *, status_code: int | None, body: object, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.body = body
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+        code = body.get("code") if isinstance(body, dict) else None
+        self.code = str(code) if code is not None else None
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
@@ -57,7 +73,7 @@ def classify_error(exc: BaseException, *, model: str, secrets: Iterable[str] = (
         shown = status if status is not None and status >= 400 else None
         return ModelError(kind, text, status=shown, retry_after=retry_after, model=model)
 
-    is_api_error = "APIError" in names or "APIStatusError" in names
+    is_api_error = isinstance(exc, ProviderHTTPError) or "APIError" in names or "APIStatusError" in names
     if is_api_error and "APIConnectionError" not in names and "APIResponseValidationError" not in names:
         detail = api_message or _sdk_message(exc)
         if err_type:
@@ -120,7 +136,10 @@ def _mentions_context(exc: BaseException, api_message: str | None) -> bool:
 
 def _retry_after(exc: BaseException) -> float | None:
     """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if isinstance(exc, ProviderHTTPError):
+        headers: Any = exc.headers
+    else:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return None
     millis = headers.get("retry-after-ms")

@@ -1,17 +1,22 @@
 """OpenAI-compatible chat completions (OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, LM Studio).
 
-The ``openai`` SDK is imported on first use, never at import time.
+The request goes out over httpx and the stream is read with httpx-sse, both imported on first
+use. The ``openai`` SDK is not used here: the body is built as plain JSON anyway, and importing
+the SDK cost a third of a fresh server's CPU before its first answer.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
+import types
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from core.messages import AssistantMessage, ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultMessage, Usage, UserMessage
-from core.models._common import SdkModel, parse_arguments
+from core.models._common import ProviderHTTPError, SdkModel, api_key, parse_arguments
 from core.models.base import (
     ErrorKind,
     ModelError,
@@ -25,7 +30,7 @@ from core.models.base import (
 )
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    import httpx
 
 __all__ = ["OpenAIChatModel", "chat_messages", "chat_tools"]
 
@@ -39,15 +44,14 @@ _FINISH = {
     "content_filter": "refusal",
     "refusal": "refusal",
 }
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"  # as the openai SDK, when nothing names a server
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 
 class OpenAIChatModel(SdkModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
 
-    def _client_class(self) -> type[AsyncOpenAI]:
-        import openai  # lazy: the SDK costs hundreds of milliseconds to import
-
-        return openai.AsyncOpenAI
+    _url = ""
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The chat-completions request body for one step (without ``stream``)."""
@@ -64,20 +68,165 @@ class OpenAIChatModel(SdkModel):
             params["usage"] = {"include": True}  # OpenRouter then reports the request's cost in usage.cost
         return params
 
-    async def _open(self, client: AsyncOpenAI, request: ModelRequest) -> Any:
+    def request_body(self, request: ModelRequest) -> bytes:
+        """The bytes POSTed for one step: the keys in the order the openai SDK sent them
+        (model, stream, then the rest; a provider's prompt cache keys on the bytes) and its
+        JSON settings (compact, UTF-8 as it is, no NaN)."""
         params = self.build_params(request)
-        model = params.pop("model")
-        # The body is already plain JSON. Passed as typed arguments, the SDK would walk every
-        # message of the history through its TypedDict transform on every step (tens of ms on a
-        # long conversation); as extra_body it is sent as it is.
-        return await client.chat.completions.create(model=model, messages=[], stream=True, extra_body=params)
+        body = {"model": params.pop("model"), "stream": True, **params}
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            from core.version import version
+
+            http = _import_httpx()
+
+            key = api_key(self.ref)
+            self._secrets.append(key)
+            base = self.base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
+            self._url = base.rstrip("/") + "/chat/completions"
+            headers = {
+                "Authorization": f"Bearer {key}",
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream",
+                "User-Agent": f"hermes-editor/{version()}",
+                **dict(self.profile.extra_headers),
+            }
+            # Retries belong to ResilientModel, which can tell the user and fall back; redirects
+            # are not followed, so a plain-http server is never left for another host.
+            self._client = http.AsyncClient(headers=headers, timeout=http.Timeout(self.ref.config.timeout), verify=_verify(self._url))
+        return cast("httpx.AsyncClient", self._client)
+
+    async def _open(self, client: httpx.AsyncClient, request: ModelRequest) -> _ChatStream:
+        http_request = client.build_request("POST", self._url, content=self.request_body(request))
+        response = await client.send(http_request, stream=True)
+        if not response.is_success:  # a redirect too: it is not followed
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise _status_error(response)
+        return _ChatStream(response)
 
     def _assembly(self) -> _Assembly:
         return _Assembly(self.profile.reasoning_fields)
 
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+def _import_httpx() -> Any:
+    """httpx, without its command-line tool: ``import httpx`` imports ``httpx._main`` (click,
+    pygments and rich, half of httpx's import time) only to offer ``httpx.main``. That name is
+    given a stand-in that imports the tool when called; the real ``httpx._main`` still loads
+    for whoever imports it by name later."""
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        import httpx
+
+        return httpx
+
+    def main() -> Any:
+        from httpx._main import main as tool
+
+        return tool()
+
+    stand_in = types.ModuleType("httpx._main")
+    stand_in.main = main  # type: ignore[attr-defined]
+    sys.modules["httpx._main"] = stand_in
+    try:
+        import httpx
+    finally:
+        if sys.modules.get("httpx._main") is stand_in:
+            del sys.modules["httpx._main"]
+    return httpx
+
+
+def _verify(url: str) -> Any:
+    """What httpx verifies TLS with. Loading the CA bundle takes tens of milliseconds, so a
+    plain-http server reached without a proxy gets a context with no CA at all: no TLS can
+    happen there, and if one ever did it would fail rather than go unchecked."""
+    if url.lower().startswith("https:") or any(os.environ.get(n) or os.environ.get(n.upper()) for n in _PROXY_VARIABLES):
+        return True
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def _status_error(response: httpx.Response) -> ProviderHTTPError:
+    """The error for an answer of a status other than 2xx, read as the openai SDK read it."""
+    text = response.text.strip()
+    body: object = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        pass
+    error = body.get("error", body) if isinstance(body, dict) else body
+    message = error.get("message") if isinstance(error, dict) else None
+    shown = message if isinstance(message, str) and message else (text or response.reason_phrase)
+    return ProviderHTTPError(
+        f"Error code: {response.status_code} - {shown}", status_code=response.status_code, body=error, headers=response.headers
+    )
+
+
+class _ChatStream:
+    """The chunks of one streamed answer, as dicts; an error object in the stream is raised."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+    async def __aenter__(self) -> _ChatStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.response.aclose()
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        done = False
+        async for event in _events_of(self.response).aiter_sse():
+            # Past [DONE] the rest is read and ignored (the chunked body's end, so that the
+            # connection can be reused).
+            done = done or event.data.startswith("[DONE]")
+            if done:
+                continue
+            data = json.loads(event.data)
+            if isinstance(data, dict) and data.get("error"):
+                # Some servers report a failure inside a 200 stream.
+                error = data["error"]
+                message = error.get("message") if isinstance(error, dict) else None
+                if not isinstance(message, str) or not message:
+                    message = "An error occurred during streaming"
+                raise ProviderHTTPError(message, status_code=None, body=error, headers=self.response.headers)
+            yield data
+
+
+_event_source: Any = None
+
+
+def _events_of(response: httpx.Response) -> Any:
+    """httpx-sse's EventSource without its content-type check: servers label their streams
+    loosely (the openai SDK never looked), and the stream is read as events whatever the label."""
+    global _event_source
+    if _event_source is None:
+        from httpx_sse import EventSource
+
+        class Events(EventSource):
+            def _check_content_type(self) -> None:
+                return None
+
+        _event_source = Events
+    return _event_source(response)
+
+
+def _get(obj: object, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else None
+
 
 class _Assembly:
-    """Accumulates streamed deltas into the final AssistantMessage."""
+    """Accumulates streamed deltas (chunks as dicts) into the final AssistantMessage."""
 
     def __init__(self, reasoning_fields: Sequence[str]) -> None:
         self.reasoning_fields = tuple(reasoning_fields)
@@ -88,22 +237,26 @@ class _Assembly:
 
     async def feed(self, chunks: AsyncIterator[Any]) -> AsyncGenerator[ModelEvent, None]:
         async for chunk in chunks:
-            if getattr(chunk, "usage", None) is not None:
-                self._read_usage(chunk.usage)
-            for choice in chunk.choices or []:
-                if choice.finish_reason:
-                    self.finish_reason = choice.finish_reason
-                delta = choice.delta
-                if delta is None:
+            usage = _get(chunk, "usage")
+            if isinstance(usage, dict):
+                self._read_usage(usage)
+            for choice in _get(chunk, "choices") or []:
+                finish = _get(choice, "finish_reason")
+                if finish:
+                    self.finish_reason = str(finish)
+                delta = _get(choice, "delta")
+                if not isinstance(delta, dict):
                     continue
                 for text in self._reasoning(delta):
                     self._append("thinking", text)
                     yield ThinkingChunk(text)
-                for content in (delta.content, getattr(delta, "refusal", None)):
+                for content in (delta.get("content"), delta.get("refusal")):
                     if isinstance(content, str) and content:
                         self._append("text", content)
                         yield TextChunk(content)
-                for call_delta in delta.tool_calls or []:
+                for call_delta in delta.get("tool_calls") or []:
+                    if not isinstance(call_delta, dict):
+                        continue
                     announced = self._merge_call(call_delta)
                     if announced is not None:
                         yield announced
@@ -126,11 +279,10 @@ class _Assembly:
         message = AssistantMessage(parts=parts, model=label)
         return ResponseDone(message=message, finish_reason=reason, usage=self.usage)
 
-    def _reasoning(self, delta: Any) -> list[str]:
-        extra = getattr(delta, "model_extra", None) or {}
+    def _reasoning(self, delta: dict[str, Any]) -> list[str]:
         found = []
         for field in self.reasoning_fields:
-            value = getattr(delta, field, None) if field in type(delta).model_fields else extra.get(field)
+            value = delta.get(field)
             if isinstance(value, str) and value:
                 found.append(value)
         return found
@@ -141,38 +293,43 @@ class _Assembly:
         else:
             self.segments.append([kind, text])
 
-    def _merge_call(self, delta: Any) -> ToolCallChunk | None:
-        index = delta.index if delta.index is not None else len(self.calls)
+    def _merge_call(self, delta: dict[str, Any]) -> ToolCallChunk | None:
+        index = delta.get("index")
+        if not isinstance(index, int):
+            index = len(self.calls)
         call = self.calls.setdefault(index, {"id": None, "name": "", "arguments": [], "announced": False})
-        if delta.id:
-            call["id"] = delta.id
-        function = delta.function
-        if function is not None:
-            if function.name:
-                call["name"] = call["name"] or function.name
-            if function.arguments:
-                call["arguments"].append(function.arguments)
+        if delta.get("id"):
+            call["id"] = str(delta["id"])
+        function = delta.get("function")
+        if isinstance(function, dict):
+            if function.get("name"):
+                call["name"] = call["name"] or str(function["name"])
+            if function.get("arguments"):
+                call["arguments"].append(str(function["arguments"]))
         if not call["announced"] and call["id"] and call["name"]:
             call["announced"] = True
             return ToolCallChunk(id=call["id"], name=call["name"])
         return None
 
-    def _read_usage(self, usage: Any) -> None:
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) if details is not None else None
+    def _read_usage(self, usage: dict[str, Any]) -> None:
+        cached = _get(usage, "prompt_tokens_details")
+        cached = _get(cached, "cached_tokens")
         # input_tokens is the whole prompt, cached part included (as OpenAI reports it).
         self.usage = Usage(
-            input_tokens=usage.prompt_tokens or 0,
-            output_tokens=usage.completion_tokens or 0,
-            cache_read_tokens=cached or 0,
+            input_tokens=_count(usage.get("prompt_tokens")),
+            output_tokens=_count(usage.get("completion_tokens")),
+            cache_read_tokens=_count(cached),
             cost_usd=_reported_cost(usage),
         )
 
 
-def _reported_cost(usage: Any) -> float | None:
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _reported_cost(usage: dict[str, Any]) -> float | None:
     """The cost a provider reports with the usage (OpenRouter's ``usage.cost``, in US dollars)."""
-    extra = getattr(usage, "model_extra", None) or {}
-    cost = extra.get("cost", getattr(usage, "cost", None))
+    cost = usage.get("cost")
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
         return None
     return float(cost)

@@ -1,6 +1,6 @@
 """hermes-acp loads only what a turn uses: the ACP SDK's protocol models are built on first use,
-and a plain turn on an OpenAI-compatible model loads no other provider's SDK, no git, no MCP
-and no web client. What the client sees stays the same (tests/hermes_acp/test_fast_start.py
+and a plain turn on an OpenAI-compatible model loads no provider SDK at all (it talks HTTP over
+httpx), no git, no MCP and no aiohttp. What the client sees stays the same (tests/hermes_acp/test_fast_start.py
 compares the early answers with the server's own; here the models loaded lazily are compared
 with the same models loaded the plain way)."""
 
@@ -14,8 +14,9 @@ from tests.acp_harness import agent_env
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_acp.test_fast_start import RawClient
 
-# Loaded by a turn that only talks to an OpenAI-compatible model: none of these.
-UNUSED = ("anthropic", "aiohttp", "git", "mcp", "httpx", "watchfiles", "unidiff", "rich")
+# Loaded by a turn that only talks to an OpenAI-compatible model: none of these (the openai SDK
+# included: the chat-completions adapter speaks HTTP itself).
+UNUSED = ("openai", "anthropic", "aiohttp", "git", "mcp", "watchfiles", "unidiff", "rich")
 
 
 def test_a_plain_turn_loads_no_sdk_it_does_not_use(hermes_home, tmp_path):
@@ -37,7 +38,7 @@ def test_a_plain_turn_loads_no_sdk_it_does_not_use(hermes_home, tmp_path):
         if line.startswith("import time:") and "|" in line
     }
     # What the turn needs is seen loading, so the check below can see a module load.
-    assert {"openai", "acp.schema", "hermes_acp.sdk_load", "core.agent.loop"} <= imported
+    assert {"httpx", "httpx_sse", "acp.schema", "hermes_acp.sdk_load", "core.agent.loop"} <= imported
     loaded = sorted(m for m in imported if m.split(".")[0] in UNUSED)
     assert not loaded, f"a plain turn loaded {loaded}"
 
