@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run() -> int:
     """Serve ACP on stdin/stdout until the client goes away."""
+    from hermes_acp import startup_gc
+
+    startup_gc.pause()  # resumed once the first prompt is answered
     protocol_fd = _protect_stdout()
     read_fd = os.dup(0)
     loader = _Loader()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.config import config_path
 from core.events import PermissionNeeded, StopReason, TurnEnded
 from core.messages import UserMessage
+from hermes_acp import startup_gc
 from hermes_acp.backend import Backend
 from hermes_acp.commands import parse_command
 from hermes_acp.handshake import (
@@ -267,6 +268,12 @@ class HermesAgent:
         return SetSessionConfigOptionResponse(config_options=self._ops.options(live))
 
     async def prompt(self, session_id: str, prompt: list[PromptBlock], **_: Any) -> PromptResponse:
+        try:
+            return await self._prompt(session_id, prompt)
+        finally:
+            startup_gc.resume()  # the first answer is out: the collector resumes (see hermes_acp.startup_gc)
+
+    async def _prompt(self, session_id: str, prompt: list[PromptBlock]) -> PromptResponse:
         from acp.schema import PromptResponse
 
         live = self._ops.live(session_id)
