@@ -1,8 +1,8 @@
 """The cyclic garbage collector waits while hermes-acp starts.
 
 Loading the config, the ACP SDK, the server and the agent core builds several hundred thousand
-objects that all stay alive; the collector walked them about 185 times before the first answer
-(some 40 ms of a quiet machine's processor time) and freed nothing. It is paused from the start
+objects that nearly all stay alive; the collector walked them about 185 times before the first
+answer (some 40 ms of a quiet machine's processor time) and found a few thousand cycles. It is paused from the start
 of the server until the first prompt has been answered (or :data:`LIMIT` seconds have passed,
 when no prompt comes), then resumed with everything alive at that point frozen out of later
 collections (:func:`gc.freeze`), so that they walk only what the sessions make. Reference
