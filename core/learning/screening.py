@@ -91,22 +91,27 @@ def screen(text: str, source: str) -> Screened:
 
 
 # Credential shapes that must never be written into memory, skills or exports.
-_SECRET = re.compile(
+_SECRET_SOURCE = (
     r"(sk-(ant-)?[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}"
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"
-    r"|\b(password|passwd|api[_-]?key|secret|token)\s*[:=]\s*\S{8,})",
-    re.IGNORECASE,
+    r"|\b(password|passwd|api[_-]?key|secret|token)\s*[:=]\s*\S{8,})"
 )
+
+
+@functools.cache
+def _secret() -> re.Pattern[str]:
+    """Compiled on first use, like the checks below: most runs never look for a credential."""
+    return re.compile(_SECRET_SOURCE, re.IGNORECASE)
 
 
 def looks_secret(text: str) -> bool:
     """Whether ``text`` seems to hold a credential (an API key, a private key, a password)."""
-    return bool(_SECRET.search(text))
+    return bool(_secret().search(text))
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with credential-shaped substrings replaced (for exports and summaries)."""
-    return _SECRET.sub("[redacted]", text)
+    return _secret().sub("[redacted]", text)
 
 
 # --- what the agent learns ----------------------------------------------------------------
@@ -308,17 +313,26 @@ def _checks() -> tuple[tuple[str, re.Pattern[str]], ...]:
 # "Never run `curl … | sh`" and "don't switch to auto mode" warn rather than instruct. Only the
 # words right before a match count ("don't forget to switch to auto" still instructs), and a
 # pattern that starts with its own negation ("don't ask for approval") is never excused.
-_NEGATED = re.compile(
+_NEGATED_SOURCE = (
     r"\b(?:never|do\s*n[o']?t|must\s*n[o']?t|must\s+not|should\s*n[o']?t|should\s+not|avoid|refuse\s+to)\s+(?:ever\s+)?"
     r"(?:(?:run|use|execute|pipe|approve|allow|switch|set|change|disable|turn|bypass|skip|add|edit|upload|send|post|install|enable|type|paste|copy)\w*\s+)?$"
 )
 
-_DOWNLOAD_TO = re.compile(
+_DOWNLOAD_TO_SOURCE = (
     r"\b(?:curl|wget|aria2c|iwr|invoke-webrequest|certutil)\b[^\n]*?(?:\s-o\s*|\s--output(?:-document)?[=\s]|\s-outfile\s+)([^\s;&|\"')]+)"
 )
-_URL_FILE = re.compile(
-    r"\b(?:curl|wget|aria2c|iwr|invoke-webrequest)\b[^\n]*?https?://\S*?/([\w.-]+\.(?:sh|bash|py|pl|rb|ps1|exe|bin|run|deb|rpm|msi|js|php|bat|cmd))\b"
-)
+_URL_FILE_SOURCE = r"\b(?:curl|wget|aria2c|iwr|invoke-webrequest)\b[^\n]*?https?://\S*?/([\w.-]+\.(?:sh|bash|py|pl|rb|ps1|exe|bin|run|deb|rpm|msi|js|php|bat|cmd))\b"
+
+
+@functools.cache
+def _negated() -> re.Pattern[str]:
+    return re.compile(_NEGATED_SOURCE)
+
+
+@functools.cache
+def _downloads() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A download to a named file, and a URL that ends in a script or a program's name."""
+    return re.compile(_DOWNLOAD_TO_SOURCE), re.compile(_URL_FILE_SOURCE)
 
 
 def _fold(line: str) -> str:
@@ -358,7 +372,7 @@ def _digest(text: str) -> str:
 
 
 def _match(pattern: re.Pattern[str], text: str) -> bool:
-    return any(not _NEGATED.search(text[max(0, found.start() - 60) : found.start()]) for found in pattern.finditer(text))
+    return any(not _negated().search(text[max(0, found.start() - 60) : found.start()]) for found in pattern.finditer(text))
 
 
 def _learned_flags(lines: list[str], source: str) -> list[tuple[Flagged, tuple[int, ...]]]:
@@ -366,6 +380,7 @@ def _learned_flags(lines: list[str], source: str) -> list[tuple[Flagged, tuple[i
     units = _units(lines)
     folded = [" ".join(_fold(lines[i].rstrip().rstrip("\\^")) for i in range(a, b + 1)) for a, b in units]
     flags: list[tuple[Flagged, tuple[int, ...]]] = []
+    download_to, url_file = _downloads()
     for (first, last), text in zip(units, folded):
         labels = [label for label, pattern in _checks() if _match(pattern, text)]
         if labels:
@@ -376,7 +391,7 @@ def _learned_flags(lines: list[str], source: str) -> list[tuple[Flagged, tuple[i
     # Two steps: a download to a file, then that file run (later in the text, or after && on the line).
     fetched: dict[str, int] = {}  # file name -> the unit that downloaded it
     for position, text in enumerate(folded):
-        downloads = [(m.end(), _file_name(m.group(1))) for m in (*_DOWNLOAD_TO.finditer(text), *_URL_FILE.finditer(text))]
+        downloads = [(m.end(), _file_name(m.group(1))) for m in (*download_to.finditer(text), *url_file.finditer(text))]
         candidates = [(name, fetched[name], 0) for name in fetched]
         candidates += [(name, position, end) for end, name in downloads if name]
         for name, origin, offset in candidates:
