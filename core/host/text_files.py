@@ -5,7 +5,9 @@ encoding, line endings and mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,16 +108,16 @@ def write_atomic(path: Path, content: str | bytes, encoding: str = "utf-8", mode
             mode = path.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = None
+    final_mode = mode if mode is not None else user_file_mode()  # mkstemp makes 0600
+    if _write_unnamed(path, data, final_mode):
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        else:  # mkstemp makes 0600; a new file gets the mode the user's umask gives it
-            os.chmod(tmp, user_file_mode())
+        os.chmod(tmp, final_mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -123,3 +125,42 @@ def write_atomic(path: Path, content: str | bytes, encoding: str = "utf-8", mode
         except FileNotFoundError:
             pass
         raise
+
+
+def _write_unnamed(path: Path, data: bytes, mode: int) -> bool:
+    """Write ``data`` to ``path`` through a file with no name until it is whole (Linux O_TMPFILE):
+    killed while writing, we leave nothing behind; only the instant between giving it a name and
+    renaming it over ``path`` shows one. False where the file system cannot (then mkstemp)."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not os.path.isdir("/proc/self/fd"):
+        return False
+    try:
+        fd = os.open(path.parent, flag | os.O_WRONLY, 0o600)
+    except OSError:
+        return False
+    tmp: str | None = None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), mode)
+            for _ in range(100):
+                candidate = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+                try:
+                    os.link(f"/proc/self/fd/{handle.fileno()}", candidate, follow_symlinks=True)
+                except FileExistsError:
+                    continue
+                except OSError:
+                    return False  # no linking an unnamed file here (/proc hidden, say): mkstemp
+                tmp = candidate
+                break
+            else:
+                raise FileExistsError(f"no free temporary name beside {path}")
+        os.replace(tmp, path)
+        tmp = None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return True
