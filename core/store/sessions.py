@@ -8,6 +8,7 @@ and the retries in :mod:`core.store.db` make that safe.
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 import uuid
@@ -331,8 +332,12 @@ class SessionStore(ApprovalQueries):
         limit: int = 20,
         session_id: str | None = None,
         cwd: str | PathLike[str] | None = None,
+        common_above: int | None = None,
     ) -> list[SearchHit]:
         """Full-text search over message text, best match first; every word must occur.
+
+        Best is bm25 while every word is in at most ``common_above`` messages (default
+        ``core.store.history.COMMON_WORD_MESSAGES``), else the newest matches (score 0.0).
 
         ``query`` is free text, never FTS5 syntax: operators and punctuation are matched as words.
         """
@@ -349,14 +354,26 @@ class SessionStore(ApprovalQueries):
         if session_id is not None:
             where.append("+messages_fts.rowid IN (SELECT id FROM messages WHERE session_id = ?)")
             params.append(session_id)
+            span = await self._fetchall("SELECT min(id) AS lo, max(id) AS hi FROM messages WHERE session_id = ?", (session_id,))
+            if span[0]["lo"] is None:
+                return []
+            # Bound values: FTS5 then reads only that range of each word's list.
+            where.append("messages_fts.rowid BETWEEN ? AND ?")
+            params += [span[0]["lo"], span[0]["hi"]]
         if cwd is not None:
             where.append("m.session_id IN (SELECT id FROM sessions WHERE cwd = ?)")
             params.append(str(cwd))
         join = " CROSS JOIN messages m ON m.id = messages_fts.rowid" if cwd is not None else ""
+        # A word in more messages than COMMON_WORD_MESSAGES has next to no bm25 weight, and
+        # ranking it means a pass over its whole list: such a query gets the newest matches,
+        # which FTS5 finds by reading its lists backwards until the page is full (score 0).
+        newest = await self._has_common_word(match, common_above)
+        score = "0.0" if newest else "bm25(messages_fts)"
+        order = "messages_fts.rowid DESC" if newest else "bm25, messages_fts.rowid DESC"
         page = (
-            "SELECT messages_fts.rowid AS id, bm25(messages_fts) AS bm25,"
+            f"SELECT messages_fts.rowid AS id, {score} AS bm25,"
             f" snippet(messages_fts, 0, '[', ']', '…', {_SNIPPET_TOKENS}) AS snippet"
-            f" FROM messages_fts{join} WHERE {' AND '.join(where)} ORDER BY bm25, messages_fts.rowid DESC LIMIT ?"
+            f" FROM messages_fts{join} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         )
         sql = (
             "SELECT m.session_id, s.title, m.id, m.seq, m.role, m.created_at, hit.snippet, hit.bm25"
@@ -373,11 +390,27 @@ class SessionStore(ApprovalQueries):
                 role=row["role"],
                 snippet=row["snippet"],
                 # bm25() is lower-is-better; flipped so that callers can read it as a score.
-                score=-row["bm25"],
+                score=-row["bm25"] or 0.0,
                 created_at=row["created_at"],
             )
             for row in rows
         ]
+
+    async def _has_common_word(self, match: str, common_above: int | None) -> bool:
+        """Whether a phrase of ``match`` (quoted phrases, as :func:`fts_query` makes them) is in
+        more than COMMON_WORD_MESSAGES messages: a probe reads at most that many entries of its
+        list and stops at the first common one."""
+        from core.store.history import COMMON_WORD_MESSAGES  # history reads through this store
+
+        phrases = re.findall(r'"(?:[^"]|"")*"', match)
+        if not phrases:
+            return False
+        probe = " UNION ALL ".join(
+            "SELECT * FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1 OFFSET ?)" for _ in phrases
+        )
+        common = COMMON_WORD_MESSAGES if common_above is None else common_above
+        params = tuple(v for phrase in phrases for v in (phrase, common))
+        return bool(await self._fetchall(f"{probe} LIMIT 1", params))
 
     # -- plumbing -------------------------------------------------------------------------
 

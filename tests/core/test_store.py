@@ -422,6 +422,28 @@ async def test_search_finds_user_assistant_and_tool_text(store: SessionStore) ->
     assert await store.search("absent") == []
 
 
+async def test_search_of_a_too_common_word_gives_the_newest_matches(store: SessionStore) -> None:
+    s = await store.create_session(cwd="/proj", surface="acp", title="t")
+    other = await store.create_session(cwd="/other", surface="acp", title="o")
+    dense = await store.append_message(s.id, UserMessage.of("lexer lexer lexer, all about the lexer"))
+    plain = [await store.append_message(sid, UserMessage.of(f"one lexer note {i}")) for i, sid in enumerate([s.id, other.id, s.id])]
+
+    # Rare enough to rank: bm25 puts the message about the lexer first.
+    ranked = await store.search("lexer")
+    assert ranked[0].message_id == dense.id and ranked[0].score > 0
+    # Too common (in more than two messages here): the newest first, unscored.
+    newest = await store.search("lexer", common_above=2)
+    assert [h.message_id for h in newest] == [m.id for m in reversed([dense, *plain])]
+    assert {h.score for h in newest} == {0.0}
+    # The same within one session (the session bounds the ids FTS5 reads), a project, a page.
+    assert [h.message_id for h in await store.search("lexer", session_id=s.id, common_above=2)] == [plain[2].id, plain[0].id, dense.id]
+    assert [h.message_id for h in await store.search("lexer", cwd="/other", common_above=2)] == [plain[1].id]
+    assert [h.message_id for h in await store.search("lexer", limit=2, common_above=2)] == [plain[2].id, plain[1].id]
+    # A rare second word keeps nothing else from being common: still the newest order.
+    assert [h.message_id for h in await store.search("lexer note", common_above=2)] == [plain[2].id, plain[1].id, plain[0].id]
+    assert await store.search("lexer", session_id="no-such-session", common_above=2) == []
+
+
 async def test_search_snippet_is_short(store: SessionStore) -> None:
     s = await store.create_session(cwd="/p", surface="acp")
     words = [f"word{i}" for i in range(200)]
