@@ -32,7 +32,7 @@ from core.models.base import (
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["OpenAIChatModel", "chat_messages", "chat_tools"]
+__all__ = ["OpenAIChatModel", "chat_messages", "chat_tools", "encode_body"]
 
 _FINISH = {
     "stop": "stop",
@@ -74,7 +74,7 @@ class OpenAIChatModel(SdkModel):
         JSON settings (compact, UTF-8 as it is, no NaN)."""
         params = self.build_params(request)
         body = {"model": params.pop("model"), "stream": True, **params}
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        return encode_body(body).encode()
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -364,11 +364,13 @@ def _chat_entry(message: object) -> dict[str, Any] | None:
 
 class _Entries:
     """Chat entries of messages by identity (messages are never changed in place). Entries hold
-    weak references, so an id reused by a later object is never taken for the old one."""
+    weak references, so an id reused by a later object is never taken for the old one. Each
+    shared entry's JSON is kept beside it once a request has encoded it (:func:`encode_body`)."""
 
     def __init__(self, limit: int = 16384) -> None:
         self.limit = limit
         self._entries: dict[int, tuple[weakref.ref[Any], dict[str, Any] | None]] = {}
+        self._json: dict[int, tuple[dict[str, Any], list[str]]] = {}  # id(entry) -> (entry, [json])
 
     def get(self, message: object) -> dict[str, Any] | None:
         found = self._entries.get(id(message))
@@ -378,11 +380,44 @@ class _Entries:
         if len(self._entries) >= self.limit:
             live = {k: v for k, v in self._entries.items() if v[0]() is not None}
             self._entries = live if len(live) < self.limit // 2 else {}
+            kept = {id(v[1]) for v in self._entries.values()}
+            self._json = {k: v for k, v in self._json.items() if k in kept}
         self._entries[id(message)] = (weakref.ref(message), entry)
+        if entry is not None:
+            self._json[id(entry)] = (entry, [])
         return entry
+
+    def json_of(self, entry: dict[str, Any]) -> str:
+        """``_dumps(entry)``, kept for an entry shared between requests (made by :meth:`get`);
+        a request's own entries (its system prompt, its reminder) are encoded every time."""
+        found = self._json.get(id(entry))
+        if found is None or found[0] is not entry:
+            return _dumps(entry)
+        if not found[1]:
+            found[1].append(_dumps(entry))
+        return found[1][0]
 
 
 _entries = _Entries()
+
+
+def _dumps(value: Any) -> str:
+    """JSON as the openai SDK sent it: compact, UTF-8 as it is, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode_body(body: dict[str, Any]) -> str:
+    """``_dumps(body)``, with each message of ``body["messages"]`` that later requests share
+    encoded once for all of them (entries are never changed in place: see chat_messages), so
+    that a step of a long conversation encodes only what it adds."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return _dumps(body)
+    parts = []
+    for key, value in body.items():
+        encoded = "[" + ",".join(_entries.json_of(entry) for entry in messages) + "]" if key == "messages" else _dumps(value)
+        parts.append(f"{_dumps(key)}:{encoded}")
+    return "{" + ",".join(parts) + "}"
 
 
 def _add_ephemeral(out: list[dict[str, Any]], text: str) -> None:

@@ -3,6 +3,8 @@ date message by message, and each message's chat entry built once; requests stay
 
 from __future__ import annotations
 
+import json
+
 from core.messages import (
     AssistantMessage,
     HistoryRepair,
@@ -16,7 +18,7 @@ from core.messages import (
     repair_history,
 )
 from core.models.base import ModelRequest
-from core.models.openai_compat import chat_messages
+from core.models.openai_compat import chat_messages, encode_body
 
 
 def _call(call_id: str) -> ToolCallPart:
@@ -74,3 +76,26 @@ def test_a_request_only_reminder_does_not_stick_to_the_shared_entries():
     assert with_nudge[-1]["content"] == "second\n\n[Ephemeral reminder]"
     assert without[-1]["content"] == "second"
     assert chat_messages(ModelRequest(system="s", messages=history)) == without
+
+
+def _plain_json(body: dict) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def test_the_request_body_is_the_plain_json_of_its_messages_step_after_step():
+    """Each shared message is encoded once for the requests that carry it; the bytes are those
+    of encoding the whole body at once, at every step, reminder or not, whatever the text."""
+    history: list[Message] = []
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read «a» file", "parameters": {"type": "object"}}}]
+    for i, message in enumerate([*_messy_history(), UserMessage.of('ünïcode ✓ \u2028 "quoted" \\ back')]):
+        history.append(message)
+        for ephemeral in (None, "[reminder]"):
+            entries = chat_messages(ModelRequest(system="sys ✓", messages=repair_history(history), ephemeral=ephemeral))
+            body = {"model": "m", "stream": True, "messages": entries, "tools": tools, "max_tokens": 100 + i}
+            assert encode_body(body) == _plain_json(body)
+    # A reminder on the last entry never reaches the JSON kept for that message.
+    last = chat_messages(ModelRequest(system="s", messages=history))
+    with_reminder = chat_messages(ModelRequest(system="s", messages=history, ephemeral="[nudge]"))
+    assert encode_body({"messages": with_reminder}) == _plain_json({"messages": with_reminder})
+    assert encode_body({"messages": last}) == _plain_json({"messages": last})
+    assert "[nudge]" not in encode_body({"messages": last})
