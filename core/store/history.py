@@ -23,7 +23,7 @@ from typing import Any
 
 from core.messages import AssistantMessage, Message, ToolResultMessage, UserMessage, searchable_text
 from core.store import SessionStore
-from core.store.sessions import check_query_size
+from core.store.sessions import COMMON_WORD_MESSAGES, check_query_size
 
 __all__ = ["COMMON_WORD_MESSAGES", "Hit", "ParsedQuery", "around", "describe", "parse_query", "search", "to_epoch"]
 
@@ -31,11 +31,6 @@ _SPACELESS = re.compile("[\u0e00-\u109f\u2e80-\ud7af\uf900-\ufaff]")
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 ROLES = ("user", "assistant", "tool_result", "summary")
 
-# A word in more messages than this is ranked by recency instead of bm25. Ranking costs FTS5
-# a pass over every message holding each word (bm25's weights count them), so the cut-off
-# bounds the work whatever the size of the history; and a word that common says little about
-# which message is wanted (bm25 gives a word in half the messages no weight at all).
-COMMON_WORD_MESSAGES = 20_000
 _WORD = re.compile(r"[^\W_]+")
 
 

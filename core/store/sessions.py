@@ -35,6 +35,7 @@ from core.store.records import (
 )
 
 __all__ = [
+    "COMMON_WORD_MESSAGES",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TERMS",
     "SearchQueryError",
@@ -48,6 +49,12 @@ __all__ = [
 T = TypeVar("T")
 
 _SNIPPET_TOKENS = 12
+# A word in more messages than this is ranked by recency instead of bm25, here and in
+# core.store.history. Ranking costs FTS5 a pass over every message holding each word (bm25's
+# weights count them), so the cut-off bounds the work whatever the size of the history; and a
+# word that common says little about which message is wanted (bm25 gives a word in half the
+# messages no weight at all).
+COMMON_WORD_MESSAGES = 20_000
 
 # The search text (?5) is stored only when it is not the message's own text, which the
 # ``text`` column then reads from the JSON (migration m010).
@@ -337,7 +344,7 @@ class SessionStore(ApprovalQueries):
         """Full-text search over message text, best match first; every word must occur.
 
         Best is bm25 while every word is in at most ``common_above`` messages (default
-        ``core.store.history.COMMON_WORD_MESSAGES``), else the newest matches (score 0.0).
+        :data:`COMMON_WORD_MESSAGES`), else the newest matches (score 0.0).
 
         ``query`` is free text, never FTS5 syntax: operators and punctuation are matched as words.
         """
@@ -400,8 +407,6 @@ class SessionStore(ApprovalQueries):
         """Whether a phrase of ``match`` (quoted phrases, as :func:`fts_query` makes them) is in
         more than COMMON_WORD_MESSAGES messages: a probe reads at most that many entries of its
         list and stops at the first common one."""
-        from core.store.history import COMMON_WORD_MESSAGES  # history reads through this store
-
         phrases = re.findall(r'"(?:[^"]|"")*"', match)
         if not phrases:
             return False
