@@ -152,7 +152,10 @@ class MessageSizes:
         entry = self._entries.get(id(message))
         if entry is not None and entry[0]() is message:
             return entry[1]
-        size = len(dump_message(message))
+        # A tool result's diffs are for the user's eyes (the editor shows them); requests never
+        # carry them, so they are not counted (a written file would count twice, an edit more).
+        sent = message.model_copy(update={"diffs": []}) if isinstance(message, ToolResultMessage) and message.diffs else message
+        size = len(dump_message(sent))
         self.measured += 1
         if len(self._entries) >= self.limit:
             live = {k: v for k, v in self._entries.items() if v[0]() is not None}

@@ -101,3 +101,13 @@ async def test_each_step_of_a_turn_serialises_only_the_messages_it_adds(store, t
     assert message_sizes.measured - before == 5
     assert len(session.history) == 6
     assert compression._spec_sizes  # the specs were measured once and kept
+
+
+def test_a_tool_results_diffs_are_not_counted_requests_never_carry_them():
+    from core.messages import FileDiff, ToolResultMessage
+
+    big = "line\n" * 20_000
+    plain = ToolResultMessage(tool_call_id="c1", tool_name="write_file", content="Created big.txt (20000 lines)")
+    with_diff = plain.model_copy(update={"diffs": [FileDiff(path="/p/big.txt", old_text=None, new_text=big)]})
+    assert estimate_tokens("", [], [with_diff]) == estimate_tokens("", [], [plain])
+    assert estimate_tokens("", [], [with_diff]) < len(big) / 3.5 / 100

@@ -267,6 +267,10 @@ async def test_cwd_defaults_to_the_clients_root(hermes_home, tmp_path, mode):
 
 async def test_big_changes_and_replies_stay_under_100_kb(hermes_home, project):
     big = "".join(f"line {n} {'x' * 60}\n" for n in range(2000))  # ~135 KB each
+    # A window that holds the three writes whole: within 128k tokens the last would be
+    # compressed first, and the summary request would take one of the scripted answers.
+    config = hermes_home / "config.toml"
+    config.write_text(config.read_text() + "\n[providers.openai]\ncontext_window = 1000000\n")
     script = [{**call("write_file", {"path": f"big{n}.txt", "content": big}, f"c{n}"), "chunk_size": 1_000_000} for n in (1, 2, 3)] + [
         {"text": "y" * 200_000, "chunk_size": 20_000}
     ]
