@@ -90,21 +90,17 @@ class StdioTransport:
             self._settle(message)
             return
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-        async with self._lock:
-            if self._closed:
-                raise ConnectionError("stdout is closed")
-            if self._writer is None:
-                os.write(self._write_fd, data)
-            else:
-                self._writer.write(data)
-                await self._writer.drain()
+        await self._write(data)
         self._answer_sent(message)
 
     async def send_notifications(self, messages: list[dict[str, Any]]) -> None:
         """Several notifications in one write (a replay sends tens of thousands)."""
         # One encoder for all (json.dumps builds one per call): the same bytes as send's.
         encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        data = "".join(encode(m) + "\n" for m in messages).encode("utf-8")
+        await self._write("".join(encode(m) + "\n" for m in messages).encode("utf-8"))
+
+    async def _write(self, data: bytes) -> None:
+        """``data`` to stdout, whole, after whatever was written before it."""
         async with self._lock:
             if self._closed:
                 raise ConnectionError("stdout is closed")
