@@ -220,9 +220,7 @@ async def _too_common(store: SessionStore, table: str, parsed: ParsedQuery, comm
         words = list(dict.fromkeys(f'"{w}"' for term in parsed.raw for w in _WORD.findall(term.casefold())))
     if not words:
         return False
-    # One statement that stops at the first common word (UNION ALL ... LIMIT 1 runs its arms in turn).
-    probe = " UNION ALL ".join(f"SELECT * FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1 OFFSET ?)" for _ in words)
-    return bool(await store.select(f"{probe} LIMIT 1", tuple(v for w in words for v in (w, common))))
+    return await store.any_in_more_than(table, words, common)
 
 
 async def _span(store: SessionStore, sessions: tuple[str, ...] | None, project: str | None) -> tuple[int | None, int | None]:

@@ -405,16 +405,19 @@ class SessionStore(ApprovalQueries):
 
     async def _has_common_word(self, match: str, common_above: int | None) -> bool:
         """Whether a phrase of ``match`` (quoted phrases, as :func:`fts_query` makes them) is in
-        more than COMMON_WORD_MESSAGES messages: a probe reads at most that many entries of its
-        list and stops at the first common one."""
+        more than COMMON_WORD_MESSAGES messages (see :meth:`any_in_more_than`)."""
         phrases = re.findall(r'"(?:[^"]|"")*"', match)
+        common = COMMON_WORD_MESSAGES if common_above is None else common_above
+        return await self.any_in_more_than("messages_fts", phrases, common)
+
+    async def any_in_more_than(self, table: str, phrases: list[str], count: int) -> bool:
+        """Whether one of ``phrases`` matches more than ``count`` rows of the full-text ``table``:
+        a probe reads at most ``count + 1`` entries of each list, one phrase after the other, and
+        stops at the first that has them (``UNION ALL ... LIMIT 1`` runs its arms in turn)."""
         if not phrases:
             return False
-        probe = " UNION ALL ".join(
-            "SELECT * FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1 OFFSET ?)" for _ in phrases
-        )
-        common = COMMON_WORD_MESSAGES if common_above is None else common_above
-        params = tuple(v for phrase in phrases for v in (phrase, common))
+        probe = " UNION ALL ".join(f"SELECT * FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1 OFFSET ?)" for _ in phrases)
+        params = tuple(v for phrase in phrases for v in (phrase, count))
         return bool(await self._fetchall(f"{probe} LIMIT 1", params))
 
     # -- plumbing -------------------------------------------------------------------------
