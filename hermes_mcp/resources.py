@@ -481,13 +481,16 @@ class ChangeNotifier:
 
         assert self._runtime is not None
         async with self._lock:
-            subscribed = self._subscribed()
-            changed = await self._compare(subscribed if uris is None else uris)
+            # The listing is read before the files: a save that lands in between is then seen
+            # by the files (an update now) and by the next event's listing (a list change
+            # after it), never as a list change before the update it belongs to.
             lists_changed = False
             if skill_touched:
                 listing = await anyio.to_thread.run_sync(watch.skills_listing, list(self._runtime.projects))
                 lists_changed = self._listing is not None and listing != self._listing
                 self._listing = listing
+            subscribed = self._subscribed()
+            changed = await self._compare(subscribed if uris is None else uris)
         for uri in changed:
             await self.updated(uri)
         if lists_changed:
