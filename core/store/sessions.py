@@ -322,7 +322,9 @@ class SessionStore(ApprovalQueries):
     async def messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[StoredMessage]:
         """The session's messages in ``seq`` order, those after ``after_seq``, at most ``limit``."""
         rows = await self._fetchall(
-            "SELECT * FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            # Only what a StoredMessage holds: ``*`` would also compute the generated search text
+            # of every row (a JSON extraction) and copy the indexed body, half the read's time.
+            "SELECT id, session_id, seq, content, created_at FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, after_seq, -1 if limit is None else limit),
         )
         return [StoredMessage.from_row(row) for row in rows]
