@@ -84,6 +84,21 @@ def _tool_call_seen(proc, timeout: float) -> bool:
     return seen.wait(timeout)
 
 
+def _stored(db_path, session_id: str, text: str, timeout: float) -> bool:
+    """Wait until the session has a message containing ``text`` (read through a connection of our own)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        db = sqlite3.connect(db_path, timeout=5)
+        try:
+            query = "SELECT 1 FROM messages WHERE session_id = ? AND instr(content, ?) > 0"
+            if db.execute(query, (session_id, json.dumps(text)[1:-1])).fetchone():
+                return True
+        finally:
+            db.close()
+        time.sleep(0.02)
+    return False
+
+
 def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
     project = tmp_path / "p"
     project.mkdir()
@@ -110,7 +125,10 @@ def test_sigkill_mid_turn_loses_nothing_completed(hermes_home, tmp_path):
                 {"id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": f"round {round_}"}]}}
             )
             if round_ % 2:
-                time.sleep(rng.uniform(0.3, 1.5))  # anywhere: the model stream, a tool, a write
+                # Anywhere once the prompt is stored (a loaded machine may take longer than any
+                # fixed pause to get there): the model stream, a tool, a write.
+                assert _stored(hermes_home / "state.db", sid, f"round {round_}", 60), "the prompt was never stored"
+                time.sleep(rng.uniform(0.0, 1.2))
             else:
                 # Surely inside the turn: once its first tool call is announced, however loaded
                 # the machine is.
