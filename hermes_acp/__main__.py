@@ -107,16 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         # Answered before the state home is touched and before anything else loads.
         print(f"hermes-acp {version()}")
         return 0
-    from core.state_home import ensure_private_home
+    from core.state_home import PROFILE_HELP, enter_home
 
-    ensure_private_home()
     parser = argparse.ArgumentParser(
         prog="hermes-acp",
         description="Agent Client Protocol server for editors (Zed, JetBrains, VS Code). Speaks JSON-RPC on stdio.",
     )
     parser.add_argument("--setup", action="store_true", help="configure a provider and model interactively, then exit")
+    parser.add_argument("--profile", metavar="NAME", help=PROFILE_HELP + "; made on first use")
     parser.add_argument("-V", "--version", action="version", version=f"hermes-acp {version()}")
     args = parser.parse_args(argv)
+    # The profile decides the home: nothing may touch it before (an editor's first start makes the profile).
+    if (code := enter_home("hermes-acp", args.profile, create=True)) is not None:
+        return code
     if args.setup:
         from surface_support.setup_wizard import run_setup
 

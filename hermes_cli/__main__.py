@@ -10,6 +10,7 @@ import io
 import os
 import sys
 
+from core.state_home import PROFILE_HELP
 from core.version import version
 
 __all__ = ["main"]
@@ -19,6 +20,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hermes-editor",
         description="Admin CLI for hermes-editor, the agent your editor talks to over ACP (hermes-acp).",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help=PROFILE_HELP + "; it must exist ('hermes-editor profiles create NAME'), and goes before COMMAND",
     )
     parser.add_argument("-V", "--version", action="version", version=f"hermes-editor {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -59,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     from hermes_cli import mcp_cmd
 
     mcp_cmd.register(commands)
+
+    from hermes_cli import profiles_cmd
+
+    profiles_cmd.register(commands)
     return parser
 
 
@@ -67,14 +77,21 @@ def main(argv: list[str] | None = None) -> int:
         # Answered before the state home is touched and before the subcommands' modules load.
         print(f"hermes-editor {version()}")
         return 0
-    from core.state_home import ensure_private_home
-
-    ensure_private_home()
     if isinstance(sys.stdout, io.TextIOWrapper):
         # ✓ and ✗ must not crash a terminal with a narrow encoding.
         sys.stdout.reconfigure(errors="replace")
     parser = _parser()
     args = parser.parse_args(argv)
+    # The profile decides the home: nothing may touch it before. A missing one is refused (a typo
+    # must not make an empty home), except by 'profiles', which works on the main home's list.
+    if args.command == "profiles":
+        from hermes_cli import profiles_cmd
+
+        return profiles_cmd.run(args)
+    from core.state_home import enter_home
+
+    if (code := enter_home("hermes-editor", args.profile, create=False)) is not None:
+        return code
     try:
         if args.command == "setup":
             from surface_support.setup_wizard import run_setup

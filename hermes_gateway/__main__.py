@@ -21,6 +21,7 @@ import logging
 import signal
 import sys
 
+from core.state_home import PROFILE_HELP
 from core.version import version
 
 __all__ = ["main"]
@@ -33,9 +34,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="hermes-gateway",
         description="Messaging gateway (Telegram, Discord, Slack, WhatsApp, Signal, Matrix, email) and cron scheduler for hermes-editor.",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help=PROFILE_HELP + "; it must exist ('hermes-editor profiles create NAME'), so that a typo starts no empty bot",
+    )
     parser.add_argument("-V", "--version", action="version", version=f"hermes-gateway {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("run", help="run in the foreground until SIGTERM/SIGINT (what the service units start)")
+    run = commands.add_parser("run", help="run in the foreground until SIGTERM/SIGINT (what the service units start)")
+    run.add_argument("--profile", metavar="NAME", default=argparse.SUPPRESS, help="as hermes-gateway --profile NAME run")
     return parser
 
 
@@ -51,11 +58,13 @@ def _main(argv: list[str] | None) -> int:
         # Answered before the state home is touched and before anything else loads.
         print(f"hermes-gateway {version()}")
         return 0
-    from core.state_home import ensure_private_home
+    from core.state_home import enter_home
 
-    ensure_private_home()
     parser = _parser()
     args = parser.parse_args(argv)
+    # The profile decides the home: nothing may touch it before.
+    if (code := enter_home("hermes-gateway", args.profile, create=False)) is not None:
+        return code
     if args.command != "run":
         parser.print_help(sys.stderr)
         return 2

@@ -198,9 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         # Answered before the state home is touched and before anything else loads.
         print(f"hermes-mcp {server_version()}")
         return 0
-    from core.state_home import ensure_private_home
+    from core.state_home import PROFILE_HELP, enter_home
 
-    ensure_private_home()
     parser = argparse.ArgumentParser(
         prog="hermes-mcp",
         description="MCP server for Claude Desktop, Cursor and other MCP clients: the Hermes agent, its history, "
@@ -222,8 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         "(its own writes and commands) by itself; without it only the user answers: in the client's form, the editor, "
         "the phone, or 'hermes-editor approvals'",
     )
+    parser.add_argument("--profile", metavar="NAME", help=PROFILE_HELP + "; made on first use")
     parser.add_argument("-V", "--version", action="version", version=f"hermes-mcp {server_version()}")
     args = parser.parse_args(argv)
+    # The profile decides the home: nothing may touch it before (a client's first start makes the profile).
+    if (code := enter_home("hermes-mcp", args.profile, create=True)) is not None:
+        return code
     options = {"allow_auto": args.allow_auto, "trust_client_approvals": args.trust_client_approvals}
     try:
         if args.http is not None:
