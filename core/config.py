@@ -57,7 +57,8 @@ __all__ = [
 
 
 def home() -> Path:
-    """The state home: ``$HERMES_EDITOR_HOME`` or ``~/.hermes-editor``."""
+    """The state home: ``$HERMES_EDITOR_HOME`` or ``~/.hermes-editor``, or ``profiles/NAME`` in it with a
+    profile (``--profile``, ``HERMES_EDITOR_PROFILE``): :func:`core.state_home.home_path` decides."""
     return Path(home_path())
 
 
