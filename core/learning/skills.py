@@ -1,10 +1,17 @@
 """Skills in the agentskills.io format, with progressive disclosure and agent-written skills.
 
 A skill is a folder holding ``SKILL.md`` (YAML front matter with ``name`` and ``description``,
-optionally ``requires_toolsets`` and ``platforms``) and optional ``scripts/``, ``references/``
-and ``assets/``. Sources, highest precedence first: the project's ``.agents/skills/``, the
+optionally ``requires_toolsets``, ``fallback_for_toolsets`` and ``platforms``) and optional
+``scripts/``, ``references/`` and ``assets/``. Sources, highest precedence first: the project's ``.agents/skills/``, the
 state home's ``skills/``, and the skills bundled with hermes-editor. The system prompt lists
 names and one-line descriptions only; ``skill_view`` loads a body or a file on demand.
+
+Conditions, checked wherever skills are offered to a session (the prompt's index, slash
+commands in the editor and on the gateway): ``requires_toolsets`` (a list) offers the skill only
+when every one of them is active; ``fallback_for_toolsets`` offers it only when none of them is
+active, as in Hermes Agent: a fallback for ``[web, browser]`` stands in for both and goes away as
+soon as either is there, since the session then has the better way; ``platforms`` (``linux``,
+``macos``, ``windows``) only on those systems.
 
 Usage (views, last use) and authorship live in ``skills/.usage.json`` in the state home,
 locked with ``flock`` so the surfaces can record at once.
@@ -40,6 +47,7 @@ __all__ = [
     "fingerprint",
     "index_screened",
     "index_text",
+    "offered",
     "parse_front_matter",
     "patch_skill",
     "read_text",
@@ -162,8 +170,8 @@ def _load(path: Path, origin: Origin) -> Skill | None:
 
 
 def discover(projects: Iterable[Path] = (), *, toolsets: Iterable[str] | None = None) -> list[Skill]:
-    """Every skill by name (a higher source shadows a lower one), sorted; with ``toolsets``, only
-    those whose ``requires_toolsets`` are all active and whose ``platforms`` include this one."""
+    """Every skill by name (a higher source shadows a lower one), sorted; with ``toolsets`` (the
+    session's active toolsets), only those offered to it (see :func:`offered`)."""
     found: dict[str, Skill] = {}
     for root, origin in _sources(projects):
         if not root.is_dir():
@@ -174,8 +182,17 @@ def discover(projects: Iterable[Path] = (), *, toolsets: Iterable[str] | None = 
     skills = [found[n] for n in sorted(found)]
     if toolsets is None:
         return skills
-    active = set(toolsets)
-    return [s for s in skills if set(_as_list(s.meta.get("requires_toolsets"))) <= active and _platform_ok(s)]
+    active = frozenset(toolsets)
+    return [s for s in skills if offered(s, active)]
+
+
+def offered(skill: Skill, toolsets: frozenset[str]) -> bool:
+    """Whether a session with these active toolsets is offered ``skill``: all of its
+    ``requires_toolsets`` are active, none of its ``fallback_for_toolsets`` is, and its
+    ``platforms`` (if any) include this one."""
+    required = set(_as_list(skill.meta.get("requires_toolsets")))
+    replaced = set(_as_list(skill.meta.get("fallback_for_toolsets")))
+    return required <= toolsets and not replaced & toolsets and _platform_ok(skill)
 
 
 def _platform_ok(skill: Skill) -> bool:
@@ -184,8 +201,9 @@ def _platform_ok(skill: Skill) -> bool:
     return not platforms or current in platforms or sys.platform in platforms
 
 
-def find(name: str, projects: Iterable[Path] = ()) -> Skill | None:
-    return next((s for s in discover(projects) if s.name == name), None)
+def find(name: str, projects: Iterable[Path] = (), *, toolsets: Iterable[str] | None = None) -> Skill | None:
+    """The skill named ``name`` (with ``toolsets``: only if offered to such a session)."""
+    return next((s for s in discover(projects, toolsets=toolsets) if s.name == name), None)
 
 
 def fingerprint(projects: Iterable[Path] = ()) -> tuple[tuple[str, int, int], ...]:
