@@ -27,26 +27,15 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.code_tree import use_code_tree
 
-def _code_dir() -> str:
-    """The tree to measure: ``--code DIR`` (read before anything of it is imported), else this one."""
-    for i, arg in enumerate(sys.argv):
-        if arg == "--code" and i + 1 < len(sys.argv):
-            return str(Path(sys.argv[i + 1]).resolve())
-        if arg.startswith("--code="):
-            return str(Path(arg.split("=", 1)[1]).resolve())
-    return str(Path(__file__).resolve().parents[1])
-
-
-CODE = _code_dir()
-sys.path.insert(0, CODE)
+CODE = use_code_tree()
 
 from core.config import ProjectConfig  # noqa: E402
 from core.host.local import Host, LocalHost  # noqa: E402
