@@ -20,7 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-from core.learning_config import LearningSettings
+from core.learning_config import LearningSettings, SkillsSettings
 from core.state_home import home_path
 
 __all__ = [
@@ -626,6 +626,7 @@ class Config(_Strict):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     cron: CronConfig = Field(default_factory=CronConfig)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
@@ -838,6 +839,9 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     _check_model_forms(config, path)
     _check_mcp_servers(config, path)
     _check_projects(config, path)
+    for name, source in config.skills.sources.items():
+        if found := source.problem():
+            raise ConfigError(f"{found[1]}.", path=path, key=f"skills.sources.{name}" + (f".{found[0]}" if found[0] else ""))
 
     for name in _ENV_PROVIDERS:
         profile = PROFILES[name]
