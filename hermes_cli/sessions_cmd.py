@@ -32,10 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_search_arguments(actions.add_parser("search", help='search messages: words, "phrases", prefix*'))
     show = actions.add_parser("show", help="print a session's messages")
     show.add_argument("session_id", help="an id or a unique prefix of one")
-    export = actions.add_parser("export", help="export a session as Markdown or JSONL (secrets redacted)")
-    export.add_argument("session_id", help="an id or a unique prefix of one")
-    export.add_argument("--format", choices=["md", "jsonl"], default="md")
-    export.add_argument("--output", "-o", help="file to write (default: stdout)")
+    add_export_arguments(actions)
     rename = actions.add_parser("rename", help="set a session's title")
     rename.add_argument("session_id", help="an id or a unique prefix of one")
     rename.add_argument("title", nargs="+")
@@ -46,6 +43,48 @@ def register(commands: argparse._SubParsersAction) -> None:
     delete.add_argument("--force", action="store_true", help="delete sessions that are running right now too")
     stats = actions.add_parser("stats", help="counts of sessions and messages, by surface; store size; oldest and newest")
     add_json_flag(stats, "print one JSON object instead of text")
+
+
+# core.learning.export.FORMATS, OUTCOMES and core.store.records.SURFACES, stated again so that
+# building the parser imports no part of core (a test checks they agree).
+EXPORT_FORMATS = ("md", "jsonl", "sharegpt", "openai", "trajectory")
+EXPORT_OUTCOMES = ("completed", "cancelled", "failed", "refused", "incomplete", "unknown")
+EXPORT_SURFACES = ("acp", "mcp", "gateway", "cli")
+_EXPORT_HELP = """\
+Formats: md (a readable transcript), jsonl (the stored messages, one a line), sharegpt
+(LLaMA-Factory's ShareGPT: one JSON array), openai (OpenAI chat fine-tuning JSONL, one session a
+line), trajectory (one JSON object a line per session: steps, tool calls, results, statuses,
+times, usage, outcome). Secrets are always redacted; --anonymise also replaces the project
+path, home directory, user name and e-mail addresses. The README's "Exporting sessions" gives
+each shape."""
+
+
+def add_export_arguments(actions: argparse._SubParsersAction) -> None:
+    """``sessions export``: one session by id, or every session the filters take."""
+    export = actions.add_parser(
+        "export",
+        help="export sessions as Markdown, JSONL, ShareGPT, OpenAI fine-tuning or trajectories (secrets redacted)",
+        description=_EXPORT_HELP,
+    )
+    export.add_argument("session_id", nargs="?", help="an id or a unique prefix of one; leave out (or --all) for every session")
+    export.add_argument("--all", action="store_true", help="every session the filters below take (the default without an id)")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="md", help="the output shape (default md)")
+    export.add_argument("--output", "-o", metavar="FILE", help="file to write (default: stdout); written whole or not at all")
+    export.add_argument("--project", metavar="PATH", help="only sessions whose working directory is this folder or inside it")
+    export.add_argument("--since", metavar="YYYY-MM-DD", help="only sessions started on or after this day (local time)")
+    export.add_argument("--until", metavar="YYYY-MM-DD", help="only sessions started on or before this day (local time)")
+    export.add_argument(
+        "--surface", action="append", choices=EXPORT_SURFACES, help="only sessions started from this surface (repeat for several)"
+    )
+    export.add_argument(
+        "--outcome", action="append", choices=EXPORT_OUTCOMES, help="only sessions whose last turn ended this way (repeat for several)"
+    )
+    export.add_argument(
+        "--anonymise",
+        "--anonymize",
+        action="store_true",
+        help="replace the project path by <project>, the home directory by ~, the user name by <user>, e-mail addresses by userN@example.com",
+    )
 
 
 def add_search_arguments(search: argparse.ArgumentParser) -> None:
@@ -84,6 +123,8 @@ async def _run(args: argparse.Namespace) -> int:
         print("No sessions yet. Start one from your editor (hermes-acp), or try 'hermes-editor demo'.")
         return 0 if listing or args.action == "stats" else 1
     async with SessionStore.open(path) as store:
+        if args.action == "export":
+            return await _export(store, args)
         if listing:
             return await _list(store, max(1, args.limit), as_json=args.json)
         if args.action == "search":
@@ -112,19 +153,11 @@ async def _run(args: argparse.Namespace) -> int:
         if args.action == "delete":
             return await _delete(store, record, args)
         messages = await store.messages(record.id)
-    if args.action == "show":
-        from core.store.history import describe
+    from core.store.history import describe
 
-        print(f"{record.title or '(untitled)'}  {record.id}  {record.cwd}")
-        for stored in messages:
-            print(f"{stored.seq:>4}  {redact(describe(stored.message, 2000))}")
-        return 0
-    text = _jsonl(messages) if args.format == "jsonl" else _markdown(record, messages)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"Wrote {args.output}")
-    else:
-        sys.stdout.write(text)
+    print(f"{record.title or '(untitled)'}  {record.id}  {record.cwd}")
+    for stored in messages:
+        print(f"{stored.seq:>4}  {redact(describe(stored.message, 2000))}")
     return 0
 
 
@@ -281,43 +314,107 @@ def _hit_row(hit: Any) -> dict[str, Any]:
     }
 
 
-def _jsonl(messages) -> str:
-    from core.messages import dump_message
+async def _export(store: SessionStore, args: argparse.Namespace) -> int:
+    """``sessions export``: one session, or every session the filters take, streamed to a file or stdout."""
+    from core.learning.export import Selection, export_sessions, select_sessions
+    from core.learning.export_clean import Anonymiser, Cleaner, secret_free
+    from core.store import history
 
-    lines = []
-    for stored in messages:
-        row = {"seq": stored.seq, "created_at": stored.created_at, "message": json.loads(dump_message(stored.message))}
-        lines.append(redact(json.dumps(row, ensure_ascii=False)))
-    return "\n".join(lines) + ("\n" if lines else "")
+    filters = [f"--{name}" for name in ("project", "since", "until", "surface", "outcome") if getattr(args, name)]
+    if args.session_id is not None and (args.all or filters):
+        print(
+            f"{'--all' if args.all else ', '.join(filters)} chooses among all sessions: give a session id or filters, not both.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        since, until = history.to_epoch(args.since), history.to_epoch(args.until, end=True)
+    except ValueError:
+        print(f"--since/--until take a day as YYYY-MM-DD (got {args.since or args.until!r}).", file=sys.stderr)
+        return 2
+    if args.session_id is not None:
+        try:
+            record = await find_session(store, args.session_id)
+        except IdError as exc:
+            print(exc, file=sys.stderr)
+            return exc.code
+
+        async def one() -> Any:
+            yield record
+
+        records = one()
+    else:
+        selection = Selection(
+            project=str(Path(args.project).expanduser().resolve()) if args.project else None,
+            since=since,
+            until=until,
+            surfaces=frozenset(args.surface or ()),
+            outcomes=frozenset(args.outcome or ()),
+        )
+        records = select_sessions(store, selection)
+    redact("")  # loads the configuration, which registers the configured secret values for scrubbing
+    cleaner = Cleaner(secret_free, Anonymiser.of_this_user() if args.anonymise else None)
+    with _Output(args.output) as out:
+        done = await export_sessions(store, records, args.format, out.write, cleaner=cleaner, tool_specs=_tool_specs())
+        out.keep = bool(done.written) or args.session_id is None
+    return _export_report(args, done)
 
 
-def _markdown(record, messages) -> str:
-    from core.messages import (
-        AssistantMessage,
-        SummaryMessage,
-        ToolResultMessage,
-        UserMessage,
-    )
+def _export_report(args: argparse.Namespace, done: Any) -> int:
+    """What the export wrote, on stderr (stdout may be the export itself); 1 when nothing was."""
+    if args.session_id is not None and not done.written:
+        print(f"Session {done.skipped[0]} has no model reply: nothing to export as {args.format}.", file=sys.stderr)
+        return 1
+    if args.output:
+        print(f"Wrote {args.output}")
+    if args.session_id is None:
+        left_out = f" ({len(done.skipped)} left out: no model reply that {args.format} can carry)" if done.skipped else ""
+        print(f"Exported {len(done.written)} session(s){left_out}.", file=sys.stderr)
+        if not done.written and not done.skipped:
+            print("No session matches the filters.", file=sys.stderr)
+    return 0 if done.written else 1
 
-    out = [
-        f"# {record.title or 'Untitled session'}",
-        "",
-        f"- id: `{record.id}`",
-        f"- project: `{record.cwd}`",
-        f"- started: {time.strftime('%Y-%m-%d %H:%M', time.localtime(record.created_at))}",
-        "",
-    ]
-    for stored in messages:
-        message = stored.message
-        if isinstance(message, UserMessage):
-            out += ["## User", "", message.text, ""]
-        elif isinstance(message, AssistantMessage):
-            out += ["## Assistant", ""] + ([message.text, ""] if message.text else [])
-            for call in message.tool_calls:
-                out += [f"**{call.name}**", "```json", json.dumps(call.arguments, indent=1, ensure_ascii=False), "```", ""]
-        elif isinstance(message, ToolResultMessage):
-            status = " (failed)" if message.is_error else ""
-            out += [f"<details><summary>{message.tool_name} result{status}</summary>", "", "```", message.content, "```", "</details>", ""]
-        elif isinstance(message, SummaryMessage):
-            out += ["## Summary of the earlier conversation", "", message.text, ""]
-    return redact("\n".join(out))
+
+def _tool_specs() -> dict[str, Any]:
+    """Every tool's schema by name, for the formats that describe the tools a session called."""
+    from toolsets import all_tools
+
+    return {tool.name: tool.spec() for tool in all_tools()}
+
+
+class _Output:
+    """stdout, or a file written through a temporary one beside it (mode 0600: it holds
+    conversations) and renamed over it at the end, so that a failed export leaves no half file."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = Path(path).expanduser() if path else None
+        self.keep = True
+        self._file: Any = None
+        self._temp: str | None = None
+
+    def __enter__(self) -> _Output:
+        import tempfile
+
+        if self.path is not None:
+            folder = self.path.parent
+            if not folder.is_dir():
+                raise SystemExit(f"Cannot write {self.path}: the folder {folder} does not exist. Create it, or choose another --output.")
+            fd, self._temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+            self._file = open(fd, "w", encoding="utf-8")
+        return self
+
+    def write(self, text: str) -> None:
+        (self._file or sys.stdout).write(text)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        import os
+
+        if self._file is None:
+            sys.stdout.flush()
+            return
+        self._file.close()
+        assert self._temp is not None and self.path is not None
+        if exc_type is None and self.keep:
+            os.replace(self._temp, self.path)
+        else:
+            os.unlink(self._temp)
