@@ -1,7 +1,8 @@
 """Slash commands offered to the editor (``available_commands_update``) and their texts.
 
-Besides the built-in commands, every skill is ``/skill-name`` (the turn runs with the skill's body,
-as ``skill_view`` returns it) and every ``.agents/commands/NAME.md`` in the session's folder is
+Besides the built-in commands, every skill offered to the session (its active toolsets: see
+:func:`core.learning.skills.offered`) is ``/skill-name`` (the turn runs with the skill's body,
+as ``skill_view`` returns it; :mod:`surface_support.skill_commands`) and every ``.agents/commands/NAME.md`` in the session's folder is
 ``/NAME`` (its body, screened like other project text, with ``$ARGUMENTS`` replaced by what
 follows the command). A built-in name wins over a skill, a project command over a skill.
 """
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.config import home
 
@@ -26,6 +29,7 @@ __all__ = [
     "list_skills",
     "parse_command",
     "read_memory",
+    "session_toolsets",
 ]
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "cost": ("Tokens and cost of this session", None),
     "memory": ("Show what the agent remembers about you and your projects", None),
     "skills": ("List the skills the agent can use", None),
+    "personality": ("Switch the personality overlay from the next turn, or list them; none clears it", "name"),
     "init": ("Write an AGENTS.md describing this project", None),
 }
 
@@ -87,11 +92,19 @@ def _project_commands(cwd: Path) -> list[ExtraCommand]:
     return found
 
 
-def extra_commands(cwd: Path) -> list[ExtraCommand]:
-    """Project commands, then skills, without names a built-in (or an earlier entry) already has."""
+def session_toolsets(session: Any) -> frozenset[str] | None:
+    """The toolsets active in a core session (which skills it is offered); None: not known."""
+    context = getattr(session, "context", None)
+    return context.toolsets if context is not None else None
+
+
+def extra_commands(cwd: Path, toolsets: Iterable[str] | None = None) -> list[ExtraCommand]:
+    """Project commands, then the skills offered with ``toolsets``, without names a built-in (or an
+    earlier entry) already has."""
     from core.learning.skills import discover
 
-    skills = [ExtraCommand(s.name, s.description or f"Use the {s.name} skill", "skill", s.path) for s in discover([cwd])]
+    found = discover([cwd], toolsets=toolsets)
+    skills = [ExtraCommand(s.name, s.description or f"Use the {s.name} skill", "skill", s.path) for s in found]
     taken = set(COMMANDS)
     out = []
     for command in [*_project_commands(cwd), *skills]:
@@ -112,8 +125,8 @@ def commands_stamp(cwd: Path) -> tuple[tuple[str, int, int], ...]:
     return (*fingerprint([cwd]), *file_stamps(cwd / PROJECT_COMMANDS, "*.md"))
 
 
-def available_commands(cwd: Path | None = None):
-    """The built-in commands, then (for a session folder) its project commands and skills."""
+def available_commands(cwd: Path | None = None, toolsets: Iterable[str] | None = None):
+    """The built-in commands, then (for a session folder) its project commands and the skills offered with ``toolsets``."""
     from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
     builtin = [
@@ -132,28 +145,28 @@ def available_commands(cwd: Path | None = None):
                 root=UnstructuredCommandInput(hint="what to apply the skill to" if command.kind == "skill" else "arguments")
             ),
         )
-        for command in (extra_commands(cwd) if cwd is not None else [])
+        for command in (extra_commands(cwd, toolsets) if cwd is not None else [])
     ]
     return builtin + extras
 
 
-def parse_command(text: str, cwd: Path | None = None) -> tuple[str, str] | None:
-    """``/name args`` for a known command (built-in, or a skill or project command of ``cwd``);
-    None for anything else (it goes to the model)."""
+def parse_command(text: str, cwd: Path | None = None, toolsets: Iterable[str] | None = None) -> tuple[str, str] | None:
+    """``/name args`` for a known command (built-in, or a skill or project command of ``cwd``, skills
+    as offered with ``toolsets``); None for anything else (it goes to the model)."""
     match = re.match(r"^\s*/([A-Za-z0-9_-]+)(?:\s+(.*))?$", text, re.DOTALL)
     if not match:
         return None
     name = match.group(1)
-    if name not in COMMANDS and (cwd is None or not any(c.name == name for c in extra_commands(cwd))):
+    if name not in COMMANDS and (cwd is None or not any(c.name == name for c in extra_commands(cwd, toolsets))):
         return None
     return name, (match.group(2) or "").strip()
 
 
-def command_prompt(name: str, args: str, cwd: Path) -> str | None:
+def command_prompt(name: str, args: str, cwd: Path, toolsets: Iterable[str] | None = None) -> str | None:
     """The user message a skill or project command stands for; None for a built-in or unknown name."""
     if name in COMMANDS:
         return None
-    command = next((c for c in extra_commands(cwd) if c.name == name), None)
+    command = next((c for c in extra_commands(cwd, toolsets) if c.name == name), None)
     if command is None:
         return None
     if command.kind == "project":
@@ -170,18 +183,9 @@ def command_prompt(name: str, args: str, cwd: Path) -> str | None:
             log.warning("project command screened: %s", finding.describe())
         text = checked.text.strip()
         return text.replace("$ARGUMENTS", args) if "$ARGUMENTS" in text else text + (f"\n\n{args}" if args else "")
-    from core.learning.skills import find, record_use, view
+    from surface_support.skill_commands import skill_prompt
 
-    skill = find(name, [cwd])
-    if skill is None:
-        return None
-    try:
-        body = view(skill)
-    except OSError:
-        return None
-    record_use(name)
-    intro = f"Use the skill '{skill.name}' below" + (f" for this: {args}" if args else "") + "."
-    return f'{intro}\n\n<skill name="{skill.name}" path="{skill.path}">\n{body}\n</skill>'
+    return skill_prompt(name, args, cwd, toolsets)
 
 
 def help_text() -> str:
@@ -208,14 +212,8 @@ def read_memory() -> str:
     return "\n\n".join(parts) + "\n\nHistory and undo: `hermes-editor memory log` / `hermes-editor memory revert ID`."
 
 
-def list_skills(cwd: Path) -> str:
-    """Project, personal and bundled skills, with their descriptions."""
-    from core.learning.skills import discover
+def list_skills(cwd: Path, toolsets: Iterable[str] | None = None) -> str:
+    """Project, personal and bundled skills offered with ``toolsets``, with their descriptions."""
+    from surface_support.skill_commands import skills_listing
 
-    found = discover([cwd])
-    lines = [f"- `{s.name}` ({s.origin}) — {s.description}" for s in found]
-    where = f"Personal skills live in {home() / 'skills'}; project skills in .agents/skills/."
-    if not any(s.origin != "bundled" for s in found):
-        head = f"No skills of your own yet. {where}"
-        return head + ("\n\nBundled skills:\n" + "\n".join(lines) if lines else "")
-    return "Skills:\n" + "\n".join(lines)
+    return skills_listing(cwd, toolsets)

@@ -19,7 +19,7 @@ from core.events import PermissionNeeded, StopReason, TurnEnded
 from core.messages import UserMessage
 from hermes_acp import startup_gc
 from hermes_acp.backend import Backend
-from hermes_acp.commands import parse_command
+from hermes_acp.commands import parse_command, session_toolsets
 from hermes_acp.handshake import (
     RELOAD_METHOD,
     SETUP_METHOD,
@@ -281,7 +281,7 @@ class HermesAgent:
         if live.mcp_ready is not None and not live.mcp_ready.done():
             await asyncio.wait([live.mcp_ready])
         first = next((b.text for b in prompt if getattr(b, "type", None) == "text"), "")
-        command = parse_command(first, live.session.cwd) if first.lstrip().startswith("/") else None
+        command = parse_command(first, live.session.cwd, session_toolsets(live.session)) if first.lstrip().startswith("/") else None
         if command is not None:
             reply = await self._turns.command(live, *command)
             if reply is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError
 from core.events import TitleChanged, UsageUpdated
-from hermes_acp.commands import available_commands, commands_stamp
+from hermes_acp.commands import available_commands, commands_stamp, session_toolsets
 from hermes_acp.host import AcpHost
 from hermes_acp.live import LiveSession, iso, mcp_spec
 from hermes_acp.options import DEFAULT_THOUGHT, MODES, SessionChoices, config_options, thought_levels
@@ -175,9 +175,9 @@ class SessionOps:
         """Tell the editor which commands this session offers (built-ins, skills, project commands)."""
         from acp.schema import AvailableCommandsUpdate
 
-        cwd = live.session.cwd
+        cwd, toolsets = live.session.cwd, session_toolsets(live.session)
         # Skills and project commands are files: read off the event loop.
-        live.commands_stamp, offered = await asyncio.to_thread(lambda: (commands_stamp(cwd), available_commands(cwd)))
+        live.commands_stamp, offered = await asyncio.to_thread(lambda: (commands_stamp(cwd), available_commands(cwd, toolsets)))
         update = AvailableCommandsUpdate(session_update="available_commands_update", available_commands=offered)
         try:
             await send_update(self._backend.conn, live.session.id, update)

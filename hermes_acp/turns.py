@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from core.events import ApprovalRequest, Decision
 from core.messages import ImagePart, TextPart, UserMessage
 from core.models.base import ModelError
-from hermes_acp.commands import INIT_PROMPT, command_prompt, help_text, list_skills, read_memory
+from hermes_acp.commands import INIT_PROMPT, command_prompt, help_text, list_skills, read_memory, session_toolsets
 from hermes_acp.live import LiveSession, cost_text
 from hermes_acp.options import MODES
 from hermes_acp.render import acp_content
@@ -48,7 +48,7 @@ class Turns:
         import acp
 
         session = live.session
-        extra = command_prompt(name, args, session.cwd)
+        extra = command_prompt(name, args, session.cwd, session_toolsets(session))
         if extra is not None:
             return extra
         if name == "init":
@@ -76,7 +76,9 @@ class Turns:
         elif name == "memory":
             text = read_memory()
         elif name == "skills":
-            text = list_skills(session.cwd)
+            text = list_skills(session.cwd, session_toolsets(session))
+        elif name == "personality":
+            text = await self._personality(session, args)
         elif name == "compact":
             try:
                 summary = await self._sessions.agent.compact(session)
@@ -89,6 +91,20 @@ class Turns:
             text = f"Unknown command /{name}."
         await send_update(self._backend.conn, session.id, acp.update_agent_message_text(text))
         return None
+
+    async def _personality(self, session, args: str) -> str:
+        """``/personality``: list the overlays, or switch the session's from its next turn."""
+        from core.agent.prompt import choose_personality, personality_listing
+        from core.learning.personality import PersonalityError
+
+        current = session.context.personality if session.context is not None else None
+        if not args:
+            return await asyncio.to_thread(personality_listing, current)
+        try:
+            chosen = await choose_personality(self._sessions.store, session.id, session.context, args.split()[0])
+        except PersonalityError as exc:
+            return f"Personality unchanged: {exc}"
+        return f"Personality `{chosen.name}` from the next turn." if chosen else "Personality cleared from the next turn."
 
     async def _undo(self, session) -> str:
         """Restore the files the last turn with changes touched (the checkpoint before it)."""

@@ -30,6 +30,7 @@ from core.host.processes import is_background_note, take_ended
 from core.host.sandbox import status as sandbox_status
 from core.learning.compression import Compression, Summariser, compress, reply_tokens, shown_history, summarise
 from core.learning.context import LearningSettings
+from core.learning.personality import PERSONALITY_KEY
 from core.messages import (
     AssistantMessage,
     HistoryRepair,
@@ -210,6 +211,9 @@ class Agent:
         )
         session.subagents_usage = await self.store.subagents_usage(session_id)
         session.history_unread = not read_history
+        personality = record.meta.get(PERSONALITY_KEY)
+        if isinstance(personality, str) and session.context is not None:  # the overlay chosen earlier: from its next turn
+            await asyncio.to_thread(session.context.choose_personality, personality)
         return session
 
     async def read_history(self, session: Session) -> None:
@@ -430,7 +434,8 @@ class Agent:
         nudge = None
         if session.context is not None:
             turn_number = sum(1 for m in session.history if isinstance(m, UserMessage) and not is_background_note(m.text))
-            opening = await asyncio.to_thread(session.context.begin_turn, turn_number, prompt.text)
+            model = (session.model or self.model).name
+            opening = await asyncio.to_thread(session.context.begin_turn, turn_number, prompt.text, model)
             if opening.prompt is not None:
                 session.system = opening.prompt
             for finding in opening.findings:

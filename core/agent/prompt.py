@@ -1,15 +1,23 @@
-"""The system prompt: short, exact, and byte-stable for the life of a session."""
+"""The system prompt: short, exact, and byte-stable for the life of a session (and for a turn
+whatever happens during it: a personality chosen mid-turn or a model switch apply from the next)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
 import platform
 import subprocess
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["PROMPT_KEY", "base_prompt", "git_summary", "kept_prompt", "system_prompt"]
+if TYPE_CHECKING:
+    from core.agent.session import SessionContext
+    from core.learning.personality import Personality
+    from core.store import SessionStore
+
+__all__ = ["PROMPT_KEY", "base_prompt", "choose_personality", "git_summary", "personality_listing", "kept_prompt", "system_prompt"]
 
 # Where a session's meta keeps its prompt's opening (``system_prompt``), so a reopened session keeps it too.
 PROMPT_KEY = "prompt"
@@ -102,3 +110,28 @@ def kept_prompt(meta: Mapping[str, object], cwd: Path, tools: Collection[str] | 
     if not isinstance(kept, str) or not kept.startswith(f"{base_prompt(tools)}\n\nWorking directory: {cwd}\n"):
         return None
     return kept
+
+
+async def choose_personality(store: SessionStore, session_id: str, context: SessionContext | None, name: str) -> Personality | None:
+    """``/personality NAME``: resolve ``name`` (``none`` clears; PersonalityError, naming the choices,
+    for an unknown one), keep the choice with the session (a reopened session keeps it) and use it
+    from the session's next turn. Returns the overlay chosen (None: cleared)."""
+    from core.learning.personality import PERSONALITY_KEY, resolve
+
+    chosen = await asyncio.to_thread(resolve, name)
+    label = chosen.name if chosen is not None else None
+    await store.update_session(session_id, meta={PERSONALITY_KEY: label})
+    if context is not None:
+        await asyncio.to_thread(context.choose_personality, label)
+    return chosen
+
+
+def personality_listing(current: str | None) -> str:
+    """What ``/personality`` alone shows: the overlays, the current one marked, and how to switch."""
+    from core.learning.personality import available, personal_dir
+
+    found = available()
+    lines = [f"{'→' if p.name == current else '-'} `{p.name}` ({p.origin}) — {p.description}" for p in found]
+    now = f"Personality: `{current}`." if current else "Personality: none (SOUL.md alone)."
+    how = f"Switch with /personality NAME (from the next turn), clear with /personality none. Add your own as {personal_dir()}/NAME.md."
+    return "\n".join([now, *lines, how])

@@ -1,8 +1,10 @@
-"""What a session's prompt carries beyond the base: SOUL.md, memory, skills, project context,
-and the ephemeral nudges of the learning loop.
+"""What a session's prompt carries beyond the base: the model family's guidance, SOUL.md, memory,
+skills, project context, the session's personality overlay, and the ephemeral nudges of the learning loop.
 
 Caching rule: the system prompt is recomposed only between turns, and only when a watched file
-changed (SOUL.md, the AGENTS.md chain, the skill folders). Memory is a snapshot taken when the
+changed (SOUL.md, the AGENTS.md chain, the skill folders, the overlay), the session's model did
+(its family's guidance: a provider caches per model, so a switch starts a new cache anyway) or
+the user chose another personality overlay (kept last, so what comes before it stays cached). Memory is a snapshot taken when the
 session starts and never refreshed within it: the memory tool changes the files, and the next
 session sees the change. Nudges are request-only text (``ModelRequest.ephemeral``) on every step
 of their turn: the adapters put them last, after the cached prefix and apart from the user's
@@ -20,6 +22,7 @@ from core.learning.context import LearningSettings, NestedContext, fingerprint, 
 from core.learning.memory import MEMORY_TOOL_NOTE, snapshot
 from core.learning.screening import Finding
 from core.learning.skills import bundled_skills_dir, discover, index_screened, personal_dir
+from core.models.families import guidance_for
 
 __all__ = ["SessionContext", "TurnOpening", "TurnStats", "looks_like_correction", "title_from"]
 
@@ -105,6 +108,13 @@ class SessionContext:
     last_turn: TurnStats = field(default_factory=TurnStats)
     # Names of the session's tools: the prompt and the reminders promise no other. None: all.
     tools: frozenset[str] | None = None
+    # The model family's notes (core.models.families), set at each turn's start for the session's model.
+    guidance: str = ""
+    # The personality overlay chosen for the session (core.learning.personality) and its section.
+    personality: str | None = None
+    overlay: str = ""
+    # The prompt the session's requests carry now: a turn's start compares the new one with it.
+    issued: str = ""
 
     @classmethod
     def build(
@@ -120,6 +130,7 @@ class SessionContext:
         ctx.findings.extend(memory.findings)
         ctx.nested = NestedContext(cwd, settings.context_file_chars)
         ctx._load_files()
+        ctx.issued = ctx.prompt()
         return ctx
 
     def _load_files(self) -> None:
@@ -134,15 +145,34 @@ class SessionContext:
         self.findings.extend(project.findings + (list(soul.findings) if soul else []) + skill_findings)
         skill_paths = [s.path for s in skills]
         folders = [self.cwd / ".agents" / "skills", personal_dir(), bundled_skills_dir()]
-        self.watched = (soul_path(), *project.watched, *folders, *skill_paths)
+        overlay_files = self._load_overlay()
+        self.watched = (soul_path(), *project.watched, *folders, *skill_paths, *overlay_files)
         self.stamp = fingerprint(self.watched)
+
+    def _load_overlay(self) -> tuple[Path, ...]:
+        """Read the chosen overlay (screened); returns the files to watch for it."""
+        from core.learning.personality import load_overlay, watched
+
+        if self.personality is None:
+            self.overlay = ""
+            return ()
+        overlay = load_overlay(self.personality)
+        self.overlay = overlay.section() if overlay is not None else ""
+        if overlay is not None:
+            self.findings.extend(overlay.findings)
+        return watched(self.personality)
+
+    def choose_personality(self, name: str | None) -> None:
+        """Use the overlay ``name`` (None: none) from the next turn's prompt (blocking: call it off the event loop)."""
+        self.personality = name
+        self._load_files()
 
     def _has(self, tool: str) -> bool:
         return self.tools is None or tool in self.tools
 
     def prompt(self) -> str:
         """The system prompt; stable parts first so that a change late in it keeps more of the cache."""
-        sections = [self.base, self.soul, self.memory, self.skills, self.project]
+        sections = [self.base, self.guidance, self.soul, self.memory, self.skills, self.project, self.overlay]
         return "\n\n".join(s for s in sections if s)
 
     def refresh(self) -> bool:
@@ -159,11 +189,17 @@ class SessionContext:
         self.reported.update(f.describe() for f in fresh)
         return fresh
 
-    def begin_turn(self, turn_number: int, prompt_text: str) -> TurnOpening:
-        """Between turns (blocking: call it off the event loop): apply changed context files (the
+    def begin_turn(self, turn_number: int, prompt_text: str, model: str | None = None) -> TurnOpening:
+        """Between turns (blocking: call it off the event loop): apply changed context files, the
+        guidance for ``model`` (the label of the model this turn uses) and a newly chosen overlay (the
         prefix is stable within a turn), collect new findings and choose the turn's nudge."""
-        prompt = self.prompt() if self.refresh() else None
-        return TurnOpening(prompt, self.new_findings(), self.nudge(turn_number, prompt_text))
+        if model is not None:
+            self.guidance = guidance_for(model)
+        self.refresh()
+        prompt = self.prompt()
+        changed = prompt if prompt != self.issued else None
+        self.issued = prompt
+        return TurnOpening(changed, self.new_findings(), self.nudge(turn_number, prompt_text))
 
     def nested_note(self, paths: list[Path]) -> str:
         """The nested AGENTS.md files that apply to ``paths`` and were not shown yet, as text to
