@@ -63,6 +63,11 @@ def initialize_result(
     protocol_version: int, *, terminal_auth: bool, images: bool, config_file: Path, audio: bool = False
 ) -> dict[str, Any]:
     """The ``initialize`` result as it goes on the wire."""
+    from core.state_home import profile_name
+
+    # Set-up in a terminal configures this server's profile: editors run it with these args only.
+    profile = profile_name()
+    setup_args = ["--profile", profile, "--setup"] if profile else ["--setup"]
     methods: list[dict[str, Any]] = []
     if terminal_auth:
         methods.append(
@@ -71,7 +76,7 @@ def initialize_result(
                 "id": SETUP_METHOD,
                 "name": "Set up Hermes",
                 "description": "Choose a provider, API key and model in a terminal (runs hermes-acp --setup).",
-                "args": ["--setup"],
+                "args": setup_args,
             }
         )
     methods.append(
@@ -79,7 +84,7 @@ def initialize_result(
             "id": RELOAD_METHOD,
             "name": "Use my config.toml",
             "description": f"Run 'hermes-acp --setup' in a terminal or edit {config_file}, then choose this.",
-            "_meta": {"terminal-auth": {"command": self_command(), "args": ["--setup"], "label": "Set up Hermes"}},
+            "_meta": {"terminal-auth": {"command": self_command(), "args": setup_args, "label": "Set up Hermes"}},
         }
     )
     return {

@@ -190,14 +190,17 @@ class Transcript:
 
 
 @contextlib.asynccontextmanager
-async def running_agent(client: Client, env: dict[str, str], *, cwd: Path | None = None, stderr_path: Path | None = None):
-    """Spawn hermes-acp, initialize it; yields (conn, process, transcript)."""
+async def running_agent(
+    client: Client, env: dict[str, str], *, cwd: Path | None = None, stderr_path: Path | None = None, args: tuple[str, ...] = ()
+):
+    """Spawn ``hermes-acp ARGS``, initialize it; yields (conn, process, transcript)."""
     transcript = Transcript()
     stderr_path = stderr_path or Path(env["HERMES_EDITOR_HOME"]) / "stderr.log"
     with open(stderr_path, "ab") as stderr:
         async with acp.spawn_agent_process(
             client,
             hermes_acp(),
+            *args,
             env=env,
             cwd=str(cwd) if cwd else None,
             transport_kwargs={"stderr": stderr.fileno()},
