@@ -138,6 +138,7 @@ def _plan(console: Console, workdir: Path, *, scripted: bool) -> _Plan:
     demo_home.mkdir()
     for key in _PROVIDER_ENV:
         env.pop(key, None)
+    env.pop("HERMES_EDITOR_PROFILE", None)  # the throwaway home is the whole home: no profile in it
     env.update(
         {
             "HERMES_EDITOR_HOME": str(demo_home),

@@ -61,7 +61,10 @@ async def _doctor(timeout: float, out: Callable[[str], None]) -> int:
         if check.ok is False and check.fix:
             out(redactor.redact(f"      → {check.fix}"))
 
-    out(f"hermes-editor doctor — state home {home()}")
+    from core.state_home import profile_name
+
+    profile = profile_name()
+    out(f"hermes-editor doctor — state home {home()}" + (f" (profile {profile!r})" if profile else " (the main home, no profile)"))
     checks: list[Check] = []
 
     def record(check: Check) -> None:

@@ -99,10 +99,20 @@ def collect() -> dict[str, Any]:
         "sandbox": {"name": sandbox.name, "detail": sandbox.detail},
         "model": _model(),
         "store": asyncio.run(_store()),
+        "profile": _profile(),
     }
 
 
+def _profile() -> dict[str, Any]:
+    """The profile in use (None: the main home) and its state home."""
+    from core.state_home import home_path, profile_name
+
+    return {"name": profile_name(), "home": home_path()}
+
+
 def _print(found: dict[str, Any]) -> None:
+    profile = found["profile"]
+    print(f"{'profile:':<16}{profile['name'] or 'default (the main home)'}  {_short(profile['home'])}")
     for name, surface in found["surfaces"].items():
         label = f"hermes-{name}:"
         if not surface["tracked"]:
