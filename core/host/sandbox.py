@@ -307,6 +307,7 @@ def _home() -> Path:
 
 def _hidden_paths(confinement: Confinement) -> list[Path]:
     from core.config import home as state_home
+    from core.state_home import main_home_path
 
     homes = [_home()]
     try:
@@ -316,6 +317,10 @@ def _hidden_paths(confinement: Confinement) -> list[Path]:
     except (ImportError, KeyError):
         pass
     paths = list(_fixed_hidden(tuple(homes), state_home(), tuple(_configured_hidden())))
+    if (main := Path(main_home_path())) != state_home():
+        # A profile's commands see neither the main home nor the other profiles in it (hidden after the
+        # profile's own home: bubblewrap mounts over it in order).
+        paths.append(main)
     # Secret files at the top of each root (.env, keys): the model reads them only when asked.
     for root in confinement.roots:
         try:
