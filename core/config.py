@@ -20,6 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from core.curator_config import CuratorSettings
 from core.learning_config import LearningSettings, SkillsSettings
 from core.state_home import home_path
 
@@ -627,6 +628,7 @@ class Config(_Strict):
     cron: CronConfig = Field(default_factory=CronConfig)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    curator: CuratorSettings = Field(default_factory=CuratorSettings)
     mcp: McpConfig = Field(default_factory=McpConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, description="MCP servers every session connects to")
@@ -888,6 +890,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
 def _check_model_forms(config: Config, path: Path) -> None:
     """Reject model references without a provider or a model ('openai:', ':gpt-4') in the file."""
     refs = [("model", config.model), ("learning.summary_model", config.learning.summary_model), ("models.vision", config.models.vision)]
+    refs.append(("curator.model", config.curator.model))
     refs += [(f"fallback_models.{i}", spec) for i, spec in enumerate(config.fallback_models)]
     for key, spec in refs:
         if spec and (problem := _model_form_problem(spec)):

@@ -25,9 +25,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     approve = actions.add_parser("approve", help="keep a personal skill's flagged steps (screening removes them from prompts)")
     approve.add_argument("name")
     approve.add_argument("--yes", action="store_true", help="approve every flagged step without asking")
-    prune = actions.add_parser("prune", help="archive unused agent-written skills, merge near-duplicates (asks first)")
+    prune = actions.add_parser("prune", help="run the curator now and ask about each of its proposals (skills curate only lists them)")
     prune.add_argument("--days", type=float, default=30, help="unused for this many days (default 30)")
     prune.add_argument("--yes", action="store_true", help="accept every proposal without asking")
+    from hermes_cli import curator_cmd
+
+    curator_cmd.register(actions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from core.learning import skills
 
     action = args.action or "list"
+    from hermes_cli import curator_cmd
+
+    if action in curator_cmd.ACTIONS:
+        return curator_cmd.run(args)
     if action == "list":
         usage = skills.usage()
         listed = skills.discover([Path(getattr(args, "project", ".")).resolve()])
@@ -76,20 +83,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"No personal skill named {args.name!r} (project and bundled skills are not screened this way).", file=sys.stderr)
             return 1
         return approve_flagged([(found.path.read_text(encoding="utf-8"), str(found.path))], args.yes)
-    from core.learning import curator
-
-    proposals = curator.proposals(unused_days=args.days)
-    if not proposals:
-        print("Nothing to prune.")
-        return 0
-    for proposal in proposals:
-        if not args.yes:
-            answer = input(f"{proposal.describe()}? [y/N] ").strip().lower()
-            if answer not in ("y", "yes"):
-                print("  kept")
-                continue
-        print("  " + curator.apply(proposal))
-    return 0
+    print(f"Unknown skills action {action!r}.", file=sys.stderr)
+    return 2
 
 
 def approve_flagged(texts: list[tuple[str, str]], yes: bool) -> int:

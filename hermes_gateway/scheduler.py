@@ -83,6 +83,7 @@ class Scheduler:
 
     async def loop(self) -> None:
         cfg = self._config.cron
+        await self.sync_builtin_jobs()
         while True:
             try:
                 await self.pass_once()
@@ -97,6 +98,15 @@ class Scheduler:
             except TimeoutError:
                 pass
             self._wake.clear()
+
+    async def sync_builtin_jobs(self) -> None:
+        """Make the built-in jobs (the curator) match the configuration this gateway started with."""
+        from core.learning.curator_job import sync_job
+
+        try:
+            await sync_job(self._jobs, self._config)
+        except Exception:
+            log.exception("could not set up the curator's job")
 
     async def pass_once(self) -> None:
         """Claim due runs and start them; then deliver what is waiting."""
@@ -114,6 +124,9 @@ class Scheduler:
         job = await jobs.get_job(run.job_id)
         if job is None:
             await jobs.finish_run(run.id, self.owner, status="failed", error="the job was removed", deliver=False)
+            return
+        if job.kind != "agent":
+            await self._execute_builtin(job, run)
             return
         renew = asyncio.create_task(self._keep_lease(run.id))
         session_id = None
@@ -161,6 +174,29 @@ class Scheduler:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(session.host.aclose())
         self.wake()  # deliver now rather than at the next tick
+
+    async def _execute_builtin(self, job: JobRecord, run: RunRecord) -> None:
+        """A built-in job (the curator) runs its own code instead of an agent turn; its report is the
+        run's result, delivered as any; a report with nothing in it is kept silent."""
+        from core.learning.curator_job import run_builtin
+
+        jobs, cfg = self._jobs, self._config.cron
+        renew = asyncio.create_task(self._keep_lease(run.id))
+        try:
+            async with asyncio.timeout(cfg.run_timeout):
+                report, worth = await run_builtin(job.kind, self._config, run_id=run.id)
+            await jobs.finish_run(run.id, self.owner, status="ok" if worth else "silent", result=report, deliver=worth)
+        except asyncio.CancelledError:
+            await asyncio.shield(jobs.finish_run(run.id, self.owner, status="failed", error="interrupted: the gateway stopped"))
+            raise
+        except TimeoutError:
+            await jobs.finish_run(run.id, self.owner, status="failed", error=f"timed out after {int(cfg.run_timeout)}s")
+        except Exception as exc:
+            log.exception("built-in cron run %s (%s) failed", run.id, job.kind)
+            await jobs.finish_run(run.id, self.owner, status="failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            renew.cancel()
+        self.wake()
 
     async def _keep_lease(self, run_id: str) -> None:
         lease = self._config.cron.lease

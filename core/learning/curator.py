@@ -1,73 +1,234 @@
-"""The skill curator: proposes archiving unused agent-written skills and merging near-duplicates.
+"""The skill curator: scores agent-written skills and proposes archiving and merging them.
 
-It only proposes; :func:`apply` acts on one proposal once the user said yes. Nothing is deleted:
-archived skills move to ``skills/.archive/``.
+A skill earns its place by use (how often it was loaded), recency (days since its last use, or
+since it was written) and overlap (how alike its name and description are to another's). Only
+personal skills the agent wrote are considered; bundled, project, installed, hand-written and
+pinned skills are never proposed. With a model (``[curator] model``) the model judges the same
+scores and the skills' texts; without one, or when its answer cannot be used, the heuristics
+decide: unused for ``unused_days``, or ``similarity`` alike.
+
+It only proposes. Proposals are stored (:mod:`core.learning.proposals`) and act only when the
+user applies one; nothing is deleted: archived skills move to ``skills/.archive/``.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.learning import skills
 
-__all__ = ["Proposal", "apply", "proposals"]
+if TYPE_CHECKING:
+    from core.models import Model
+
+__all__ = [
+    "Proposal",
+    "SkillScore",
+    "carry_out",
+    "eligible",
+    "heuristic_proposals",
+    "is_pinned",
+    "model_proposals",
+    "proposals",
+    "score_skills",
+]
+
+Action = Literal["archive", "merge", "consolidate"]
+_EXCERPT = 600
+_SKILLS_SYSTEM = (
+    "You curate the skills an AI coding agent wrote for itself. Each skill comes with its use count, days since "
+    "its last use, its closest other skill and how alike they are, and the start of its text. Propose archiving a "
+    "skill only when it is stale or useless, and merging two only when they teach the same thing. Propose nothing "
+    "when the skills are fine. Answer with JSON only, in this form: "
+    '{"archive": [{"name": "...", "reason": "..."}], "merge": [{"name": "<folded>", "into": "<kept>", "reason": "..."}]}. '
+    "Reasons are one short sentence. Use only the names given."
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    action: Literal["archive", "merge"]
+    """One change the curator would make: archive a skill, merge one into another, or rewrite a
+    memory file (``name`` is ``memory`` or ``user``, ``text`` the shorter file)."""
+
+    action: Action
     name: str
     into: str | None
     reason: str
+    text: str | None = None
+    source: str = "heuristics"  # or "model": who judged it
 
     def describe(self) -> str:
         if self.action == "merge":
             return f"merge {self.name} into {self.into} ({self.reason})"
+        if self.action == "consolidate":
+            from core.learning.memory import FILES
+
+            return f"consolidate {FILES.get(self.name, self.name)} ({self.reason})"
         return f"archive {self.name} ({self.reason})"
 
 
-def _similar(a: skills.Skill, b: skills.Skill) -> float:
+@dataclass(frozen=True, slots=True)
+class SkillScore:
+    """What the curator knows of one agent-written skill."""
+
+    name: str
+    description: str
+    uses: int
+    idle_days: float  # since its last use, or since it was written when never used
+    overlap: float  # how alike it is to its closest other skill (0..1)
+    closest: str | None
+    value: float  # use and recency together (0..1): low is a candidate for archiving
+
+    def line(self) -> str:
+        near = f", {self.overlap:.0%} like {self.closest}" if self.closest else ""
+        return f"{self.name}: {self.uses} uses, idle {int(self.idle_days)} days{near}, value {self.value:.2f}"
+
+
+def is_pinned(name: str) -> bool:
+    """Whether the user pinned ``name`` (``skills pin``): the curator leaves a pinned skill alone."""
+    from core.learning.hub import is_pinned as pinned
+
+    return pinned(name)
+
+
+def eligible() -> list[skills.Skill]:
+    """The skills the curator may propose changes to: personal, written by the agent, not pinned."""
+    usage = skills.usage()
+    return [
+        s
+        for s in skills.discover()
+        if s.origin == "personal" and usage.get(s.name, {}).get("created_by") == "agent" and not is_pinned(s.name)
+    ]
+
+
+def _similar(a: skills.Skill | SkillScore, b: skills.Skill | SkillScore) -> float:
     return SequenceMatcher(None, f"{a.name} {a.description}".lower(), f"{b.name} {b.description}".lower()).ratio()
 
 
-def proposals(*, unused_days: float = 30, similarity: float = 0.8, now: float | None = None) -> list[Proposal]:
-    """What the curator would change among personal skills, most useful first."""
+def score_skills(candidates: list[skills.Skill], *, unused_days: float = 30, now: float | None = None) -> list[SkillScore]:
+    """Scores of ``candidates`` (from :func:`eligible`), in their order."""
     now = time.time() if now is None else now
     usage = skills.usage()
-    personal = [s for s in skills.discover() if s.origin == "personal"]
-    out: list[Proposal] = []
-    merged: set[str] = set()
-    for i, a in enumerate(personal):
-        for b in personal[i + 1 :]:
-            if a.name in merged or b.name in merged or _similar(a, b) < similarity:
-                continue
-            # Keep the one used more; fold the other into it.
-            keep, fold = (a, b) if usage.get(a.name, {}).get("uses", 0) >= usage.get(b.name, {}).get("uses", 0) else (b, a)
-            merged.add(fold.name)
-            out.append(Proposal("merge", fold.name, keep.name, f"{_similar(a, b):.0%} similar"))
-    for skill in personal:
+    out = []
+    for skill in candidates:
         info = usage.get(skill.name, {})
-        if skill.name in merged or info.get("created_by") != "agent":
-            continue
-        last = info.get("last_used") or info.get("created_at") or 0
-        if now - last > unused_days * 86400:
-            days = int((now - last) / 86400)
-            out.append(Proposal("archive", skill.name, None, f"agent-written, unused for {days} days"))
+        uses = int(info.get("uses", 0) or 0)
+        last = float(info.get("last_used") or info.get("created_at") or 0)
+        idle = max(0.0, (now - last) / 86400)
+        others = [(_similar(skill, other), other.name) for other in candidates if other.name != skill.name]
+        overlap, closest = max(others, default=(0.0, None))
+        value = 0.4 * min(1.0, math.log1p(uses) / math.log1p(20)) + 0.6 * math.exp(-idle / unused_days)
+        out.append(SkillScore(skill.name, skill.description, uses, idle, overlap, closest, round(value, 3)))
     return out
 
 
-def apply(proposal: Proposal) -> str:
-    """Carry out one accepted proposal; returns what was done."""
+def heuristic_proposals(scores: list[SkillScore], *, unused_days: float = 30, similarity: float = 0.8) -> list[Proposal]:
+    """Merges of skills at least ``similarity`` alike (the one used less, then idle longer, is folded
+    into the other), then archives of skills unused for ``unused_days``."""
+    out: list[Proposal] = []
+    merged: set[str] = set()
+    for i, a in enumerate(scores):
+        for b in scores[i + 1 :]:
+            if a.name in merged or b.name in merged or b.name in {p.into for p in out}:
+                continue
+            alike = _similar(a, b)
+            if alike < similarity:
+                continue
+            keep, fold = (a, b) if (a.uses, -int(a.idle_days)) >= (b.uses, -int(b.idle_days)) else (b, a)
+            merged.add(fold.name)
+            out.append(Proposal("merge", fold.name, keep.name, f"{alike:.0%} similar"))
+    for score in scores:
+        if score.name not in merged and score.idle_days > unused_days and score.name not in {p.into for p in out}:
+            what = "never used since it was written" if score.uses == 0 else f"{score.uses} uses"
+            out.append(Proposal("archive", score.name, None, f"agent-written, unused for {int(score.idle_days)} days ({what})"))
+    return out
+
+
+def proposals(*, unused_days: float = 30, similarity: float = 0.8, now: float | None = None) -> list[Proposal]:
+    """What the heuristics propose among the agent's own skills right now."""
+    candidates = eligible()
+    return heuristic_proposals(score_skills(candidates, unused_days=unused_days, now=now), unused_days=unused_days, similarity=similarity)
+
+
+async def model_proposals(model: Model, candidates: list[skills.Skill], scores: list[SkillScore]) -> list[Proposal]:
+    """What ``model`` proposes for ``candidates``; names it invents, or that are not candidates, are
+    dropped. Raises ValueError when its answer is not the JSON asked for (the caller falls back)."""
+    from core.messages import UserMessage
+    from core.models import ModelRequest, ResponseDone
+    from core.redaction import scrub
+
+    texts = {s.name: skills.parse_front_matter(skills.read_text(s))[1].strip()[:_EXCERPT] for s in candidates}
+    listing = [
+        {
+            "name": s.name,
+            "description": s.description,
+            "uses": s.uses,
+            "idle_days": int(s.idle_days),
+            "closest": s.closest,
+            "alike": round(s.overlap, 2),
+            "text": texts[s.name],
+        }
+        for s in scores
+    ]
+    request = ModelRequest(
+        system=_SKILLS_SYSTEM, messages=[UserMessage.of(scrub(json.dumps(listing, ensure_ascii=False)))], max_tokens=1024
+    )
+    done = None
+    async for event in model.stream(request):
+        if isinstance(event, ResponseDone):
+            done = event
+    if done is None:
+        raise ValueError("the model's answer ended early")
+    return _read_answer(done.message.text, {s.name for s in candidates})
+
+
+def _read_answer(text: str, names: set[str]) -> list[Proposal]:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("the model did not answer with JSON")
+    try:
+        data: Any = json.loads(text[start : end + 1])
+    except ValueError:
+        raise ValueError("the model's JSON could not be read") from None
+    if not isinstance(data, dict):
+        raise ValueError("the model's JSON is not an object")
+    out: list[Proposal] = []
+    used: set[str] = set()
+    for item in _items(data.get("merge")):
+        name, into = str(item.get("name", "")), str(item.get("into", ""))
+        if name in names and into in names and name != into and not {name, into} & used:
+            used |= {name}
+            out.append(Proposal("merge", name, into, _reason(item, "the model found them alike"), source="model"))
+    for item in _items(data.get("archive")):
+        name = str(item.get("name", ""))
+        if name in names and name not in used and name not in {p.into for p in out}:
+            used.add(name)
+            out.append(Proposal("archive", name, None, _reason(item, "the model judged it stale"), source="model"))
+    return out
+
+
+def _items(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _reason(item: dict[str, Any], default: str) -> str:
+    reason = " ".join(str(item.get("reason") or "").split())[:200]
+    return reason or default
+
+
+def carry_out(proposal: Proposal) -> str:
+    """Archive or merge skills as ``proposal`` says (checked by the caller); returns what was done."""
     if proposal.action == "archive":
         target = skills.archive_skill(proposal.name, agent_only=False)
         return f"archived {proposal.name} to {target}"
     fold = skills.find(proposal.name)
     keep = skills.find(proposal.into or "")
-    if fold is None or keep is None:
-        raise skills.SkillError(f"cannot merge: {proposal.name} or {proposal.into} is gone")
+    if fold is None or keep is None or fold.origin != "personal" or keep.origin != "personal":
+        raise skills.SkillError(f"cannot merge: {proposal.name} or {proposal.into} is no longer a personal skill")
     _, body = skills.parse_front_matter(fold.path.read_text(encoding="utf-8"))
     with open(keep.path, "a", encoding="utf-8") as handle:
         handle.write(f"\n\n## Merged from {fold.name}\n\n{body.strip()}\n")

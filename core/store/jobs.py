@@ -179,6 +179,8 @@ class JobRecord:
     # Destinations besides the store and the chat, as specs (``file:/abs/path``, ``webhook:URL``);
     # None: the ``[cron] deliver`` defaults; empty: none at all.
     deliver: tuple[str, ...] | None = None
+    # What it runs: "agent" (its prompt, as an agent turn) or a built-in job's own code ("curator").
+    kind: str = "agent"
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> JobRecord:
@@ -275,6 +277,7 @@ class JobStore:
         chat_key: str | None = None,
         owner_id: str | None = None,
         deliver: list[str] | tuple[str, ...] | None = None,
+        kind: str = "agent",
         now: float | None = None,
     ) -> JobRecord:
         """Create a job for ``owner_id`` (a person; None: the owner) whose results go to the place
@@ -288,7 +291,7 @@ class JobStore:
             await db.execute(
                 conn,
                 "INSERT INTO cron_jobs (id, name, schedule, timezone, prompt, project, mode, chat_key,"
-                " paused, created_at, next_run_at, owner_id, deliver) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                " paused, created_at, next_run_at, owner_id, deliver, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
                 (
                     job_id,
                     name,
@@ -302,6 +305,7 @@ class JobStore:
                     first,
                     owner_id,
                     None if deliver is None else json.dumps(list(deliver)),
+                    kind,
                 ),
             )
 
@@ -321,6 +325,43 @@ class JobStore:
         else:
             rows = await self._store._fetchall("SELECT * FROM cron_jobs WHERE chat_key = ? ORDER BY created_at", (chat_key,))
         return [JobRecord.from_row(r) for r in rows]
+
+    async def builtin_job(self, kind: str) -> JobRecord | None:
+        """The one job of a built-in ``kind`` (``curator``), if there is one."""
+        row = await self._store._fetchone("SELECT * FROM cron_jobs WHERE kind = ?", (kind,))
+        return JobRecord.from_row(row) if row else None
+
+    async def put_builtin(
+        self, kind: str, *, name: str, schedule: Schedule, timezone: str, prompt: str, project: str, chat_key: str | None
+    ) -> JobRecord:
+        """Make the job of a built-in ``kind``, or bring its schedule, zone and chat up to date. A paused
+        job stays paused; its next fire time moves only when the schedule or the zone changed."""
+        job = await self.builtin_job(kind)
+        if job is None:
+            try:
+                return await self.add_job(
+                    name=name, schedule=schedule, timezone=timezone, prompt=prompt, project=project, chat_key=chat_key, kind=kind
+                )
+            except sqlite3.IntegrityError:  # another gateway made it first
+                job = await self.builtin_job(kind)
+                assert job is not None
+        if (job.schedule, job.timezone, job.chat_key, job.prompt, job.project) == (schedule.text, timezone, chat_key, prompt, project):
+            return job
+        upcoming = job.next_run_at
+        if (job.schedule, job.timezone) != (schedule.text, timezone) and not job.paused:
+            upcoming = next_fire(schedule, time.time(), anchor=job.created_at, tz=timezone)
+
+        async def body(conn: aiosqlite.Connection) -> int:
+            return await db.execute(
+                conn,
+                "UPDATE cron_jobs SET schedule = ?, timezone = ?, chat_key = ?, prompt = ?, project = ?, next_run_at = ? WHERE id = ?",
+                (schedule.text, timezone, chat_key, prompt, project, upcoming, job.id),
+            )
+
+        await self._store._write(body)
+        updated = await self.get_job(job.id)
+        assert updated is not None
+        return updated
 
     async def set_paused(self, job_id: str, paused: bool, *, now: float | None = None) -> bool:
         """Pause or resume; resuming starts from the next slot after now (no catch-up for the pause)."""

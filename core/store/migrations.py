@@ -574,3 +574,17 @@ async def m010_search_text_stored_once(conn: aiosqlite.Connection) -> None:
             """,
         ],
     )
+
+
+@migration
+async def m011_cron_job_kind(conn: aiosqlite.Connection) -> None:
+    # What a job runs: 'agent' (its prompt, as an agent turn) or a built-in job's own code
+    # ('curator'). A built-in kind has at most one job, so gateways that sync it at once never
+    # make two.
+    await _run(
+        conn,
+        [
+            "ALTER TABLE cron_jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'agent'",
+            "CREATE UNIQUE INDEX cron_jobs_builtin_kind ON cron_jobs(kind) WHERE kind != 'agent'",
+        ],
+    )
