@@ -25,6 +25,7 @@ from hermes_gateway.questions import Questions
 if TYPE_CHECKING:
     from core.agent.loop import Agent, Session
     from core.config import Config
+    from core.learning.personality import Personality
     from core.models.base import Model
     from core.store.gateway import GatewayStore
     from hermes_gateway.access import SessionAccess
@@ -246,6 +247,22 @@ class Conversations:
         self._apply_model(conversation, session)
         await self._agent.store.update_session(session.id, model=label, meta={"model": label})
         return session
+
+    @property
+    def toolsets(self) -> frozenset[str]:
+        """The toolsets active in the chats' sessions (which skills they are offered)."""
+        return self._agent.toolsets
+
+    async def set_personality(self, conversation: Conversation, name: str, user_id: str | None) -> tuple[Session, Personality | None]:
+        """Switch the chat's session to the personality overlay ``name`` from its next turn, kept with
+        the session (PersonalityError for an unknown name, and nothing changes). Starts a session when
+        the chat has none."""
+        from core.agent.prompt import choose_personality
+        from core.learning.personality import resolve
+
+        await asyncio.to_thread(resolve, name)  # an unknown name starts no session
+        session = conversation.session or await self.new_session(conversation, user_id)
+        return session, await choose_personality(self._agent.store, session.id, session.context, name)
 
     async def save(self, conversation: Conversation) -> None:
         from core.store.gateway import ChatBinding

@@ -1,4 +1,4 @@
-"""Chat commands: /new /sessions /resume /project /mode /model /cost /stop /undo /cron /voice /link /whoami /help.
+"""Chat commands: /new /sessions /resume /project /mode /model /skill /personality /cost /stop /undo /cron /voice /link /whoami /help.
 
 Every command runs after the authorisation gate, on every platform alike. Projects are chosen
 by name from the configured list, never by a path typed in chat.
@@ -36,6 +36,8 @@ COMMANDS = {
     "project": "show or switch the project: /project NAME",
     "mode": "show or set the approval mode: /mode read-only|ask|accept-edits|auto",
     "model": "show the model and the configured choices, or switch: /model provider:model",
+    "skill": "list the skills, or run one: /skill NAME [what to apply it to]",
+    "personality": "list the personality overlays, or switch this chat's session from the next turn: /personality NAME|none",
     "cost": "tokens and cost of this chat's session",
     "stop": "stop the reply in progress",
     "undo": "restore the files the last turn changed",
@@ -202,6 +204,52 @@ class Commands:
             return
         note = "" if ref.label in choices else " (not in the configured models lists, but its provider is configured)"
         await self._say(target, f"Model set to `{ref.label}` for this chat's session ({session.id[:8]}){note}.")
+
+    async def cmd_skill(self, update: Asker, target: Place, arg: str) -> None:
+        """A turn with the skill's body as the message (as /NAME does in an editor); alone, the skills offered."""
+        import asyncio
+
+        from core.messages import UserMessage
+        from surface_support.skill_commands import skill_prompt, skills_listing
+
+        conversation = await self._conversations.get(target)
+        cwd = Path(self._projects.paths[conversation.project])
+        toolsets = self._conversations.toolsets
+        name, _, what = arg.partition(" ")
+        if not name:
+            listing = await asyncio.to_thread(skills_listing, cwd, toolsets, run_hint="Run one with /skill NAME [what to apply it to].")
+            await self._say(target, listing)
+            return
+        prompt = await asyncio.to_thread(skill_prompt, name, what.strip(), cwd, toolsets)
+        if prompt is None:
+            shown = name if len(name) <= 64 and name.isprintable() else name[:64] + "…"
+            await self._say(target, f"No skill named {shown!r} here. /skill lists the skills this chat's project offers.")
+            return
+        self._conversations.start_turn(conversation, UserMessage.of(prompt), update.person)
+
+    async def cmd_personality(self, update: Asker, target: Place, arg: str) -> None:
+        """The personality overlay of this chat's session: listed, switched (from the next turn), or cleared with none."""
+        import asyncio
+
+        from core.agent.prompt import personality_listing
+        from core.learning.personality import PersonalityError
+
+        conversation = await self._conversations.get(target)
+        session = conversation.session
+        if not arg:
+            current = session.context.personality if session is not None and session.context is not None else None
+            await self._say(target, await asyncio.to_thread(personality_listing, current))
+            return
+        if session is not None and not await self._access.may_continue(update.person, session.id, target.key):
+            await self._say(target, not_yours(session.id[:8]))
+            return
+        try:
+            session, chosen = await self._conversations.set_personality(conversation, arg.split()[0], update.person)
+        except PersonalityError as exc:
+            await self._say(target, f"Personality unchanged: {exc}")
+            return
+        what = f"Personality `{chosen.name}`" if chosen is not None else "Personality cleared"
+        await self._say(target, f"{what} for this chat's session ({session.id[:8]}) from the next message.")
 
     async def cmd_cost(self, update: Asker, target: Place, arg: str) -> None:
         from core.models.pricing import PRICES_AS_OF, TABLE, price_for, price_hint
