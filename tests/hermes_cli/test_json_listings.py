@@ -109,7 +109,17 @@ def test_pairing_skills_and_memory_as_json(filled: Path) -> None:
     assert listing(filled, "pairing", "users", "--json") == []
     assert cli(filled, "pairing").stdout.strip() == "No pairing requests waiting."
     skills = listing(filled, "skills", "list", "--json")
-    assert skills and set(skills[0]) == {"name", "origin", "description", "path", "uses", "last_used", "created_by"}
+    assert skills and set(skills[0]) == {
+        "name",
+        "origin",
+        "description",
+        "path",
+        "uses",
+        "last_used",
+        "created_by",
+        "installed_from",
+        "pinned",
+    }
     assert listing(filled, "skills", "--json") == skills
     files = listing(filled, "memory", "--json")
     assert [f["file"] for f in files] == ["MEMORY.md", "USER.md"] and all(f["characters"] == 0 and f["budget"] > 0 for f in files)

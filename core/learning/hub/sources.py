@@ -143,7 +143,7 @@ def parse_spec(spec: str, forge: str, *, ref: str | None = None, subpath: str | 
     match = _SHORTHAND.match(text)
     if match and "://" not in text:
         owner, repo, sub, at = match.groups()
-        inner = safe_subpath(sub or "", "sub-path")
+        inner = safe_subpath((sub or "")[1:], "sub-path")
         if subpath:
             inner = "/".join(p for p in (inner, safe_subpath(subpath, "subpath")) if p)
         return Source("git", _check_git_url(expand_forge(f"{owner}/{repo}", forge)), inner, _check_ref(ref or at))
