@@ -266,13 +266,13 @@ def _remove(name: str, *, yes: bool) -> int:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             raise _Refused(f"kept the profile {name!r} (answer y, or pass --yes).")
-    trash = Path(main_home_path()) / TRASH_DIR
-    trash.mkdir(mode=0o700, exist_ok=True)
-    target = trash / f"{name}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    if os.path.lexists(target):
-        raise _Refused(f"{target} exists already; try again in a second.")
     lock = _lock_unused(name, path)
     try:
+        trash = Path(main_home_path()) / TRASH_DIR
+        trash.mkdir(mode=0o700, exist_ok=True)
+        target = trash / f"{name}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        if os.path.lexists(target):
+            raise _Refused(f"{target} exists already; try again in a second.")
         os.rename(path, target)  # a link to a profile kept elsewhere moves as a link: its target stays
     finally:
         if lock is not None:
