@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -276,6 +277,8 @@ class Agent:
             session.turn = asyncio.create_task(self._turn(session, prompt, queue))
             while True:
                 event = await queue.get()
+                if isinstance(event, TurnEnded):
+                    await self._keep_end(session, event)
                 yield event
                 if isinstance(event, TurnEnded):
                     break
@@ -531,6 +534,15 @@ class Agent:
             await self._append(session, prompt)
         except Exception:
             log.exception("could not store the prompt of a turn that ended before it started")
+
+    async def _keep_end(self, session: Session, ended: TurnEnded) -> None:
+        """Keep how the turn ended in the session's meta (``last_turn``): exports and their
+        ``--outcome`` filter read it there, as no message records a stop reason."""
+        end = {"stop_reason": ended.stop_reason, "error": ended.error is not None, "ended_at": time.time()}
+        try:
+            await self.store.update_session(session.id, meta={"last_turn": end})
+        except Exception:
+            log.exception("could not keep how the turn ended")
 
     async def _finish_cancelled(self, session: Session, turn: _Turn, reason: str = "Cancelled by the user.") -> None:
         """Keep what was said, and close every tool call so the history stays valid."""
