@@ -32,8 +32,9 @@ _JSON_SECRET = re.compile(
 )
 _AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}")
 _EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
-# Characters that continue a path or a name: a match followed by one is another path or word.
-_PATH_GOES_ON = r"(?![\w.-])"
+# What continues a path: a match followed by it is another path ("/a/app" in "/a/app2", "/a/app.py");
+# a full stop that ends a sentence does not.
+_PATH_GOES_ON = r"(?![\w-]|\.[\w.-])"
 
 
 def secret_free(text: str) -> str:
