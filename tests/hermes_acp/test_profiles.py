@@ -9,6 +9,7 @@ a profile; the flag wins over the variable.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -140,3 +141,14 @@ async def test_default_is_the_main_home(hermes_home, tmp_path):
             await conn.prompt(session_id=sid, prompt=[acp.text_block("hello MAIN-HOME-MARK")])
     assert "MAIN-HOME-MARK" in _dump(hermes_home / "state.db")
     assert not (hermes_home / "profiles").exists()
+
+
+def test_the_editor_configs_profile_snippet_starts_the_server_in_its_profile(hermes_home):
+    """The snippet editor-configs/README.md shows is valid JSON whose args hermes-acp takes."""
+    readme = (Path(__file__).resolve().parents[2] / "editor-configs" / "README.md").read_text()
+    section = readme.split("## Profiles", 1)[1]
+    server = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])["agent_servers"]["Hermes (work)"]
+    assert server["args"] == ["--profile", "work"]
+    result = subprocess.run([hermes_acp(), *server["args"]], input="", capture_output=True, text=True, env=agent_env(hermes_home, None))
+    assert result.returncode == 0 and result.stdout == "", result.stderr
+    assert (hermes_home / "profiles" / "work").is_dir() and "made the profile 'work'" in result.stderr
