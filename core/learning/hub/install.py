@@ -83,8 +83,9 @@ def search(settings: SkillsSettings, query: str, only: str | None = None) -> tup
 
 
 def _is_name(target: str) -> bool:
-    """A bare skill name (looked up in the configured sources) rather than a URL, owner/repo or path."""
-    return bool(_BARE_NAME.match(target)) and not Path(target).is_dir()
+    """A bare skill name (looked up in the configured sources) rather than a URL, owner/repo or path
+    (a folder here named like a skill is given as ./NAME)."""
+    return bool(_BARE_NAME.match(target)) and target not in (".", "..")
 
 
 def install(

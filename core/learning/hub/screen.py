@@ -217,6 +217,10 @@ def script_problems(text: str, *, across_lines: bool = True) -> list[tuple[int, 
     return out
 
 
+# Where a command begins: the line's start, after ; & | ( ` $( or a shell keyword ("jq . x" is not ". x").
+_COMMAND_START = r"(?:^|[;&|(`]|\$\(|\b(?:then|do|else|exec|time|nohup)\s)\s*"
+
+
 def _runs_fetched(line: str, captured: dict[str, int], downloaded: dict[str, int]) -> int | None:
     """The line a download was made on when ``line`` runs it (eval "$x", sh -c "$x", bash x.sh, ./x.sh, . x)."""
     for var, at in captured.items():
@@ -232,7 +236,7 @@ def _runs_fetched(line: str, captured: dict[str, int], downloaded: dict[str, int
     for name, at in downloaded.items():
         escaped = re.escape(name)
         runner = r"(?:sudo\s+)?(?:sh|bash|zsh|dash|python[0-9.]*|perl|ruby|node|source|\.|chmod\s+\S*x\S*)"
-        if re.search(rf"(?:^|[\s;&|(]){runner}\s+(?:-\S+\s+)*[\"']?(?:\S*/)?{escaped}(?![\w.-])", line) or re.search(
+        if re.search(rf"{_COMMAND_START}{runner}\s+(?:-\S+\s+)*[\"']?(?:\S*/)?{escaped}(?![\w.-])", line.strip()) or re.search(
             rf"(?:^|[;&|(]\s*)(?:\./|/\S*/){escaped}(?![\w.-])", line.strip()
         ):
             return at

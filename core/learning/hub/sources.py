@@ -131,11 +131,11 @@ def expand_forge(owner_repo: str, forge: str) -> str:
 
 def parse_spec(spec: str, forge: str, *, ref: str | None = None, subpath: str | None = None) -> Source:
     """A source given on the command line: a URL (``URL@ref`` allowed), ``owner/repo[/sub/path][@ref]``,
-    or a local path (``/``, ``./``, ``../``, ``~`` or an existing folder)."""
+    or a local path (starting with ``/``, ``./``, ``../`` or ``~``: ``owner/repo`` is never a folder here)."""
     text = spec.strip()
     if not text:
         raise HubError("no source given: a URL, owner/repo[/sub/path][@ref] or a folder")
-    if text.startswith(("/", "./", "../", "~")) or text in (".", "..") or (Path(text).is_dir() and "://" not in text):
+    if text.startswith(("/", "./", "../", "~")) or text in (".", ".."):
         folder = Path(text).expanduser().resolve()
         if not folder.is_dir():
             raise HubError(f"{spec!r} is not a folder")
@@ -314,6 +314,8 @@ def _index_entry(entry: Any, index: Source, settings: SkillsSettings) -> Candida
     repo = where.get("repo") or where.get("git") or where.get("url")
     if not isinstance(repo, str):
         return None
+    if repo.lower().startswith("file:"):
+        return None  # an index on the network does not get to read this machine's repositories
     try:
         url = repo if ("://" in repo or _SCP_LIKE.match(repo)) else expand_forge(repo, settings.forge)
         ref = where.get("ref") if isinstance(where.get("ref"), str) else None
