@@ -118,7 +118,7 @@ def _install(args: argparse.Namespace) -> int:
         projects=(Path(args.project).resolve(),),
     )
     for skill in done:
-        print(f"Installed {skill.name} from {skill.source} at {skill.version[:12]} into {skill.folder}")
+        print(f"Installed {skill.name} from {skill.source} at {skill.version.removeprefix('sha256:')[:12]} into {skill.folder}")
     return 0
 
 
@@ -165,7 +165,8 @@ def _update_one(name: str, args: argparse.Namespace) -> int:
         print(f"{name}: not updated")
         return 0
     archived = apply_update(plan, force=args.force)
-    print(f"{name}: updated to {plan.version.removeprefix('sha256:')[:12]} (the previous copy is in {archived})")
+    kept = f" (the previous copy is in {archived})" if archived else ""
+    print(f"{name}: updated to {plan.version.removeprefix('sha256:')[:12]}{kept}")
     return 0
 
 

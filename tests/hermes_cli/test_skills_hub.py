@@ -417,3 +417,26 @@ def test_bad_source_config_names_the_key(hermes_home):
     assert "config.toml" in stderr and "skills.sources.team" in stderr and "exactly one of" in stderr
     configure(hermes_home, '[skills.sources.team]\nfolder = "/srv/skills"\nref = "main"\n')
     assert "skills.sources.team.ref" in refused("skills", "search", "x")
+
+
+def test_two_installs_at_once_leave_one_whole_skill(hermes_home, tmp_path):
+    from tests.hermes_cli.entry import BIN
+
+    shelf = tmp_path / "shelf"
+    write_skill(shelf / "tidy", "tidy", "Tidy a module", "Sort imports.", references__a_md="a\n" * 500, references__b_md="b\n" * 500)
+    configure(hermes_home, f'[skills.sources.shelf]\nfolder = "{shelf}"\n')
+    env = {**os.environ, "HERMES_QUIET": "1"}
+    runs = [
+        subprocess.Popen([str(BIN), "skills", "install", "tidy"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    results = [(run.wait(timeout=90), run.stderr.read() if run.stderr else "") for run in runs]
+    for run in runs:
+        for stream in (run.stdout, run.stderr):
+            if stream:
+                stream.close()
+    assert sorted(code for code, _ in results) == [0, 1, 1], results
+    assert all("installed already" in err or "appeared while installing" in err for code, err in results if code)
+    installed = hermes_home / "skills" / "tidy"
+    assert sorted(p.name for p in (installed / "references").iterdir()) == ["a.md", "b.md"]
+    assert list(hub_record(hermes_home)["installed"]) == ["tidy"] and no_staging_left(hermes_home)

@@ -290,8 +290,9 @@ def _current_origin(settings: SkillsSettings, rec: dict[str, Any]) -> Source:
     return Source.from_record(rec["source"])
 
 
-def apply_update(plan: UpdatePlan, *, force: bool = False) -> Path:
-    """Replace the installed skill with the planned version; the old one moves to the archive."""
+def apply_update(plan: UpdatePlan, *, force: bool = False) -> Path | None:
+    """Replace the installed skill with the planned version; the old one moves to the archive
+    (its path is returned; None when the installed folder was gone)."""
     from core.learning.skills import personal_dir
 
     if plan.edited and not force:
@@ -305,7 +306,7 @@ def apply_update(plan: UpdatePlan, *, force: bool = False) -> Path:
             now_local = tree_hash({p: _sha(d) for p, d in _read_local(target).items()})
             if now_local != plan.local_hash:
                 raise HubError(f"{plan.name!r} changed on disk while updating; nothing was changed. Run the update again")
-            archived = _archive(target)
+            archived = _archive(target) if target.exists() else None
             os.rename(staged, target)
             digests = {f.path: f.digest for f in plan.files}
             data["installed"][plan.name] = {
@@ -406,6 +407,11 @@ def remove(name: str, projects: tuple[Path, ...] = ()) -> Path:
     from core.learning.skills import find, personal_dir
 
     folder = personal_dir() / name
+    if _NAME.match(name) and not folder.exists() and record(name) is not None:
+        with locked() as data:
+            data["installed"].pop(name, None)
+            data["pins"].pop(name, None)
+        raise HubError(f"{name!r} was installed but its folder {folder} is gone; its record is forgotten now")
     if not _NAME.match(name) or not (folder / "SKILL.md").is_file():
         found = find(name, projects) if _NAME.match(name) else None
         if found is None:

@@ -235,6 +235,7 @@ def _clone(url: str, ref: str | None, dest: Path) -> str:
 def _git_problem(url: str, ref: str | None, stderr: str) -> str:
     lines = [line.strip().removeprefix("stderr: ").strip("' ") for line in stderr.splitlines() if line.strip()]
     detail = next((line for line in reversed(lines) if line.lower().startswith(("fatal", "error"))), lines[-1] if lines else "")
+    detail = re.sub(r"([a-z+]+://)[^/@\s']*@", r"\1", detail)  # never a password from the URL
     lowered = stderr.lower()
     if ref and ("couldn't find remote ref" in lowered or "not our ref" in lowered or "no such ref" in lowered):
         return f"{url} has no branch, tag or commit {ref!r} (give another with @REF, or a full 40-character commit)"
