@@ -95,6 +95,10 @@ COVERED: dict[str, str] = {
     "mcp": "tests/hermes_cli/test_mcp_cmd.py::test_bare_mcp_lists_nothing_configured_and_says_how_to_add_one",
     "mcp list": "tests/hermes_cli/test_mcp_cmd.py::test_list_shows_transport_and_enabled_never_secrets",
     "mcp test": "tests/hermes_cli/test_mcp_cmd.py::test_test_connects_and_lists_the_tools",
+    "profiles": "tests/hermes_cli/test_profiles.py::test_create_list_and_use",
+    "profiles list": "tests/hermes_cli/test_profiles.py::test_create_list_and_use",
+    "profiles create": "tests/hermes_cli/test_profiles.py::test_create_list_and_use",
+    "profiles remove": "tests/hermes_cli/test_profiles.py::test_remove_asks_and_moves_to_the_trash",
 }
 
 # What in a module shows that it starts the installed CLI in a process of its own.
