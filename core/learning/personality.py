@@ -91,6 +91,11 @@ def bundled_dir() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "personalities"
 
 
+def _sources() -> tuple[tuple[Path, Origin], ...]:
+    """Where overlays come from, the first shadowing the second."""
+    return ((personal_dir(), "personal"), (bundled_dir(), "bundled"))
+
+
 def _regular_files(folder: Path) -> dict[str, Path]:
     """name -> path of each ``NAME.md`` in ``folder`` that is a regular file (not a link) with a valid name."""
     found: dict[str, Path] = {}
@@ -134,8 +139,7 @@ def _split(text: str) -> tuple[str, str]:
 def available() -> list[Personality]:
     """Every overlay by name (the user's shadow bundled ones), sorted."""
     found: dict[str, Personality] = {}
-    sources: tuple[tuple[Path, Origin], ...] = ((personal_dir(), "personal"), (bundled_dir(), "bundled"))
-    for folder, origin in sources:
+    for folder, origin in _sources():
         for name, path in sorted(_regular_files(folder).items()):
             if name in found:
                 continue
@@ -149,7 +153,12 @@ def find(name: str) -> Personality | None:
     """The overlay called ``name``; None for no such overlay or a name that cannot be one."""
     if not _NAME.match(name):
         return None
-    return next((p for p in available() if p.name == name), None)
+    for folder, origin in _sources():
+        path = _regular_files(folder).get(name)
+        text = _read(path) if path is not None else None
+        if path is not None and text is not None:
+            return Personality(name, origin, path, _split(text)[0])
+    return None
 
 
 def resolve(name: str) -> Personality | None:
