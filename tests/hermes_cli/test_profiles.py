@@ -62,6 +62,10 @@ def test_create_list_and_use(hermes_home):
     assert hermes_editor("config", "path", env={"HERMES_EDITOR_PROFILE": "work"}).stdout.strip() == str(work / "config.toml")
     both = hermes_editor("--profile", "default", "config", "path", env={"HERMES_EDITOR_PROFILE": "work"})
     assert both.stdout.strip() == str(hermes_home / "config.toml")
+    twice = hermes_editor("--profile", "default", "--profile", "work", "config", "path")
+    assert twice.stdout.strip() == str(work / "config.toml"), "given twice, the last one counts"
+    empty = hermes_editor("config", "path", env={"HERMES_EDITOR_PROFILE": ""})
+    assert empty.stdout.strip() == str(hermes_home / "config.toml"), "an empty variable is unset"
     listed = hermes_editor("--profile", "work", "sessions", "list", "--json")
     assert sorted(s["id"] for s in json.loads(listed.stdout)) == ["work-1", "work-2"]
     status = json.loads(hermes_editor("--profile", "work", "status", "--json").stdout)
