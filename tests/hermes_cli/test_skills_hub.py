@@ -239,6 +239,11 @@ def test_sources_given_directly_refs_and_errors(hermes_home, tmp_path, git_daemo
     push(work)
     configure(hermes_home, f'[skills]\nforge = "git://127.0.0.1:{port}/"\n')
 
+    # --all with one hostile skill among them installs none.
+    everything = refused("skills", "install", f"git://127.0.0.1:{port}/acme/skills.git", "--all")
+    assert "scripts/setup.sh:3" in everything and not (hermes_home / "skills" / "deploy-notes").exists()
+    assert no_staging_left(hermes_home) and not hub_record(hermes_home).get("installed")
+
     # owner/repo/sub/path@ref on the configured forge, with no source configured.
     out = ok("skills", "install", "acme/skills/skills/lint-fix@v1")
     assert "lint-fix" in out and hub_record(hermes_home)["installed"]["lint-fix"]["commit"] == first

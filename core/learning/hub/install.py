@@ -114,9 +114,15 @@ def install(
         origin = via = hub_sources.parse_spec(target, settings.forge, ref=ref, subpath=subpath)
     if as_name and (every or len(pick) > 1):
         raise HubError("--as renames one skill; install the others separately")
-    with hub_sources.fetch(origin, settings) as tree:
-        chosen = _choose(tree.candidates, origin, pick, every)
-        staged = [_stage(settings, c, tree.base, tree.commit, via, as_name, projects) for c in chosen]
+    staged: list[tuple[str, Path, dict[str, Any]]] = []
+    try:
+        with hub_sources.fetch(origin, settings) as tree:
+            for candidate in _choose(tree.candidates, origin, pick, every):
+                staged.append(_stage(settings, candidate, tree.base, tree.commit, via, as_name, projects))
+    except BaseException:
+        for _, folder, _ in staged:  # one refused skill of several: none is installed
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     return [_commit_install(*stage) for stage in staged]
 
 
