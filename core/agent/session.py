@@ -14,6 +14,7 @@ words; never in the system prompt and never in the stored history.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +116,8 @@ class SessionContext:
     overlay: str = ""
     # The prompt the session's requests carry now: a turn's start compares the new one with it.
     issued: str = ""
+    # A personality chosen from another task (a chat command) while a turn starts: one at a time.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def build(
@@ -164,8 +167,9 @@ class SessionContext:
 
     def choose_personality(self, name: str | None) -> None:
         """Use the overlay ``name`` (None: none) from the next turn's prompt (blocking: call it off the event loop)."""
-        self.personality = name
-        self._load_files()
+        with self.lock:
+            self.personality = name
+            self._load_files()
 
     def _has(self, tool: str) -> bool:
         return self.tools is None or tool in self.tools
@@ -193,13 +197,14 @@ class SessionContext:
         """Between turns (blocking: call it off the event loop): apply changed context files, the
         guidance for ``model`` (the label of the model this turn uses) and a newly chosen overlay (the
         prefix is stable within a turn), collect new findings and choose the turn's nudge."""
-        if model is not None:
-            self.guidance = guidance_for(model)
-        self.refresh()
-        prompt = self.prompt()
-        changed = prompt if prompt != self.issued else None
-        self.issued = prompt
-        return TurnOpening(changed, self.new_findings(), self.nudge(turn_number, prompt_text))
+        with self.lock:
+            if model is not None:
+                self.guidance = guidance_for(model)
+            self.refresh()
+            prompt = self.prompt()
+            changed = prompt if prompt != self.issued else None
+            self.issued = prompt
+            return TurnOpening(changed, self.new_findings(), self.nudge(turn_number, prompt_text))
 
     def nested_note(self, paths: list[Path]) -> str:
         """The nested AGENTS.md files that apply to ``paths`` and were not shown yet, as text to
