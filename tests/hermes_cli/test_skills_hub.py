@@ -377,10 +377,11 @@ def test_index_source_points_at_the_git_daemon(hermes_home, tmp_path, git_daemon
     entries = [
         {
             "name": "lint-fix",
-            "description": "Fix lint errors with ruff",
+            "description": "Fix lint errors with ruff\x1b[2J\u200b",
             "source": {"repo": "acme/skills", "path": "skills/lint-fix", "ref": "main"},
         },
         {"name": "escape", "description": "Reads elsewhere", "repo": "acme/skills", "path": "../../etc", "ref": "main"},
+        {"name": "../../x", "description": "A path for a name", "repo": "acme/skills", "path": "skills/lint-fix"},
         {"name": "runner", "description": "Runs a command", "repo": "ext::sh -c id", "path": "x"},
         {
             "name": "quick-setup",
@@ -395,7 +396,8 @@ def test_index_source_points_at_the_git_daemon(hermes_home, tmp_path, git_daemon
 
     listed = {s["name"] for s in json.loads(ok("skills", "search", "--json"))}
     assert listed == {"lint-fix", "quick-setup"}  # the entries that leave their repository or run a command are dropped
-    assert "hub" in ok("skills", "search", "ruff")
+    found = ok("skills", "search", "ruff")
+    assert "hub" in found and "Fix lint errors with ruff" in found and "\x1b" not in found and "\u200b" not in found
     ok("skills", "install", "lint-fix", "--source", "hub")
     record = hub_record(hermes_home)["installed"]["lint-fix"]
     assert record["commit"] == first and record["via"]["kind"] == "index" and record["source"]["subpath"] == "skills/lint-fix"

@@ -32,6 +32,7 @@ __all__ = [
     "fetch",
     "find_skills",
     "parse_spec",
+    "printable",
     "read_index",
     "safe_subpath",
 ]
@@ -41,6 +42,7 @@ _SHORTHAND = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)/([A-Za-z0-9_][A-Za-z0-9
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9_.-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s:]")
 _GIT_SCHEMES = ("https://", "http://", "git://", "ssh://", "file://")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_INDEX_BYTES = 5_000_000
 SKILL_SEARCH_DEPTH = 3
 
@@ -92,6 +94,14 @@ class Tree:
 def redact_url(url: str) -> str:
     """``url`` without a user:password part, for messages and listings."""
     return re.sub(r"^([a-z+]+://)[^/@]*@", r"\1", url)
+
+
+def printable(text: str) -> str:
+    """``text`` on one line without control or format characters (a terminal escape in a remote
+    description must not reach the user's terminal)."""
+    import unicodedata
+
+    return " ".join("".join(c for c in text if unicodedata.category(c) not in ("Cc", "Cf")).split())
 
 
 def safe_subpath(subpath: str, what: str) -> str:
@@ -258,8 +268,7 @@ def find_skills(root: Path) -> list[tuple[str, Path, str]]:
             continue
         meta, _ = parse_front_matter(head)
         name = str(meta.get("name") or folder.name).strip()
-        description = " ".join(str(meta.get("description", "")).split())[:MAX_DESCRIPTION]
-        found.append((name, folder, description))
+        found.append((printable(name), folder, printable(str(meta.get("description", "")))[:MAX_DESCRIPTION]))
     return sorted(found, key=lambda item: (item[0], str(item[1])))
 
 
@@ -309,8 +318,8 @@ def read_index(source: Source, settings: SkillsSettings) -> list[Candidate]:
 
 def _index_entry(entry: Any, index: Source, settings: SkillsSettings) -> Candidate | None:
     """One index entry as a Candidate; None for an entry that is not usable (no name, a bad repo)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not _SKILL_NAME.match(entry["name"]):
+        return None  # a name no skill may have (a path, escapes, capitals) is not offered
     where: dict[str, Any] = entry["source"] if isinstance(entry.get("source"), dict) else entry
     repo = where.get("repo") or where.get("git") or where.get("url")
     if not isinstance(repo, str):
@@ -326,5 +335,4 @@ def _index_entry(entry: Any, index: Source, settings: SkillsSettings) -> Candida
         )
     except HubError:
         return None
-    description = " ".join(str(entry.get("description", "")).split())[:1024]
-    return Candidate(entry["name"].strip(), description, origin, index)
+    return Candidate(entry["name"], printable(str(entry.get("description", "")))[:1024], origin, index)
