@@ -18,7 +18,7 @@ import acp
 from jsonschema import Draft202012Validator
 
 from core.store import SessionStore
-from tests.acp_harness import Client, agent_env, running_agent
+from tests.acp_harness import Client, agent_env, running_agent, until
 from tests.fakes.openai_server import ScriptedOpenAIServer
 from tests.hermes_cli.entry import hermes_editor
 from tests.hermes_mcp.harness import allow_projects, connected, data, mcp_env
@@ -252,6 +252,24 @@ async def test_filters_by_project_surface_outcome_and_dates(hermes_home, tmp_pat
 
     none = hermes_editor("sessions", "export", "--surface", "gateway", "--format", "sharegpt")
     assert none.returncode == 1 and json.loads(none.stdout) == [] and "No session matches" in none.stderr
+
+
+async def test_a_cancelled_turn_is_the_sessions_outcome_until_a_later_turn_ends(hermes_home, tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    with ScriptedOpenAIServer([{"hang": True}, {"text": "Here it is."}]) as server:
+        async with running_agent(Client(), agent_env(hermes_home, server.base_url)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[acp.text_block("take your time")]))
+            await until(lambda: len(server.requests) == 1, what="the model request")
+            await conn.cancel(session_id=sid)
+            assert (await turn).stop_reason == "cancelled"
+            (run,) = lines(export("--format", "trajectory", "--outcome", "cancelled"))
+            assert run["session"]["id"] == sid and run["session"]["stop_reason"] == "cancelled"
+            assert hermes_editor("sessions", "export", "--outcome", "completed").returncode == 1
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("now then")])
+    (run,) = lines(export("--format", "trajectory", "--outcome", "completed"))
+    assert run["session"]["id"] == sid and [s["kind"] for s in run["steps"]] == ["user", "user", "model"]
 
 
 def test_bad_arguments_are_named_and_a_failed_export_leaves_no_file(hermes_home, tmp_path):

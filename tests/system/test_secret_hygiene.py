@@ -57,7 +57,7 @@ async def test_no_secret_reaches_logs_store_exports_or_children(hermes_home, tmp
     assert "auth" in client.text() and not _leaks(client.text())
     assert not _leaks(str(transcript.messages))
     # Exports.
-    for fmt in ("md", "jsonl"):
+    for fmt in ("md", "jsonl", "openai", "trajectory"):
         export = subprocess.run(
             [str(__import__("pathlib").Path(sys.executable).parent / "hermes-editor"), "sessions", "export", sid, "--format", fmt],
             capture_output=True,
