@@ -168,3 +168,14 @@ def test_an_unusable_model_answer_falls_back_to_the_heuristics(hermes_home):
     (proposal,) = pending()
     assert (proposal["action"], proposal["name"], proposal["source"]) == ("archive", "old-unused", "heuristics")
     assert "could not be used" in report and "heuristics decided" in report
+
+
+def test_an_archive_is_refused_once_the_skill_was_used_since(hermes_home):
+    agent_skill("old-unused", "something nobody uses", days_ago=90)
+    assert "archive old-unused" in ok("skills", "curate")
+    (proposal,) = pending()
+    skills.record_use("old-unused")  # the agent loaded it after all
+    stale = hermes_editor("skills", "apply-proposal", proposal["id"])
+    assert stale.returncode == 1 and "old-unused changed" in stale.stderr
+    assert skills.find("old-unused") is not None
+    assert "nothing to propose" in ok("skills", "curate") and pending() == []

@@ -110,14 +110,22 @@ def test_a_due_curator_job_stores_proposals_changes_nothing_and_apply_acts_once(
 def test_the_curator_job_exists_only_while_the_configuration_enables_it(hermes_home):
     write_config(hermes_home, "")
     assert cli(hermes_home, "cron", "list", "--json").stdout.strip() == "[]"
-    with ScriptedOpenAIServer([{"text": "checked"}]) as model:
+    with ScriptedOpenAIServer(lambda body: {"text": "checked"}) as model:
         write_config(hermes_home, CURATOR_ON.replace("every 1s", "0 9 * * 1"))
         proc = start_scheduler(hermes_home, model.base_url)
         try:
             job = wait_until(lambda: curator_job(hermes_home), 30, "the curator's job to be made")
+            ok(hermes_home, "cron", "run", job["id"])  # on demand, ahead of its slot
+            run = wait_until(
+                lambda: next((r for r in json.loads(ok(hermes_home, "cron", "runs", job["id"], "--json")) if r["finished_at"]), None),
+                60,
+                "the curator's run to finish",
+            )
         finally:
             stop(proc)
         assert job["schedule"] == "cron 0 9 * * 1" and job["next_run_at"] is not None
+        # Nothing to propose: the report is kept, not delivered, and no model was asked.
+        assert run["status"] == "silent" and "nothing to propose" in run["result"] and model.requests == [], run
         write_config(hermes_home, "[curator]\nenabled = false\n")
         proc = start_scheduler(hermes_home, model.base_url)
         try:
