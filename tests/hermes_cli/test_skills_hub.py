@@ -326,6 +326,15 @@ def test_folder_source_hostile_files_and_pins(hermes_home, tmp_path):
     )
     assert "+Sort them, then group them." in ok("skills", "update", "helper-copy", "--yes")
 
+    # A project's own skill: its name is taken there, and it is not removed from here.
+    project = tmp_path / "project"
+    write_skill(project / ".agents" / "skills" / "local-helper", "local-helper", "The project's", "Its steps.")
+    ok("skills", "remove", "local-helper")
+    clash = refused("skills", "install", "local-helper", "--project", str(project))
+    assert "project skill of" in clash and "--as NAME" in clash
+    assert "belongs to the repository" in refused("skills", "remove", "local-helper", "--project", str(project))
+    assert (project / ".agents" / "skills" / "local-helper" / "SKILL.md").is_file()
+
     # Agent-written skills pin too (the curator reads the same pin); bundled ones do not.
     skills.create_skill("my-notes", "---\nname: my-notes\ndescription: Notes on the build\n---\n\nUse make.\n")
     ok("skills", "pin", "my-notes")
