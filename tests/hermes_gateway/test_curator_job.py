@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.learning import hub, skills
 from tests.fakes.openai_server import ScriptedOpenAIServer
-from tests.hermes_gateway.harness import cli
+from tests.hermes_gateway.harness import OWNER, cli, start
 from tests.hermes_gateway.test_cron_without_bot import start_scheduler, stop, wait_until
 
 CURATOR_ON = '[curator]\nenabled = true\nschedule = "every 1s"\n'
@@ -143,3 +143,16 @@ def test_the_curator_job_exists_only_while_the_configuration_enables_it(hermes_h
             code, _, err = stop(proc)
     assert code == 0, err
     assert [job["name"] for job in json.loads(ok(hermes_home, "cron", "list", "--json"))] == ["check"]
+
+
+def test_the_curators_report_goes_to_the_owners_chat(hermes_home, project, telegram):
+    agent_skill("old-unused", "something nobody uses", days_ago=90)
+    weekly = '[curator]\nenabled = true\nschedule = "0 9 * * 1"\n'
+    with ScriptedOpenAIServer([]) as model, start(hermes_home, project, telegram, model, extra=weekly):
+        job = telegram.wait_for(lambda: curator_job(hermes_home), 30, "the curator's job")
+        assert job["chat_key"] == f"telegram:{OWNER}:0"
+        ok(hermes_home, "cron", "run", job["id"])
+        sent = telegram.wait_text(OWNER, "archive old-unused", timeout=30)
+    (proposal,) = json.loads(ok(hermes_home, "skills", "proposals", "--json"))
+    assert proposal["id"] in sent["text"] and "skills apply-proposal" in sent["text"] and sent["text"].startswith("⏰ curator")
+    assert skills.find("old-unused") is not None and model.requests == []
