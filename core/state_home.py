@@ -178,7 +178,7 @@ def enter_home(prog: str, flag: str | None, *, create: bool) -> int | None:
         return 2
     made = name is not None and not os.path.isdir(home_path())
     ensure_private_home()
-    if made:
+    if made and os.path.isdir(home_path()):
         print(f"{prog}: made the profile {name!r}, a new state home at {home_path()}", file=sys.stderr)
     return None
 

@@ -94,6 +94,8 @@ async def test_two_profiles_at_once_share_nothing(hermes_home, tmp_path):
         assert (home / "skills" / f"{name}-notes" / "SKILL.md").is_file()
         assert not (home / "skills" / f"{'personal' if name == 'work' else 'work'}-notes").exists()
         assert (home.stat().st_mode & 0o777) == 0o700, "a profile is as private as the main home"
+        loose = [str(p) for p in home.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o077]
+        assert not loose, f"readable by others: {loose}"
     # The main home holds the profiles, and nothing of theirs.
     main_store = hermes_home / "state.db"
     main = _dump(main_store) if main_store.exists() else ""

@@ -146,7 +146,10 @@ def test_each_entry_point_makes_an_open_home_private_before_anything_else(tmp_pa
     home = tmp_path / "open-home"
     home.mkdir()
     os.chmod(home, 0o755)
-    args = ["--help"]  # --version answers before the state home is touched
+    # --version and --help answer before the state home is touched (the profile, which decides the
+    # home, is read with the other arguments); with no arguments each program starts and stops at once
+    # (the servers at the end of their input, the CLIs with their help).
+    args: list[str] = []
     env = {**os.environ, "HERMES_EDITOR_HOME": str(home), "HERMES_QUIET": "1"}
     result = subprocess.run([str(BIN / script), *args], capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
     assert _mode(home) == 0o700
