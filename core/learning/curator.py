@@ -33,15 +33,19 @@ __all__ = [
     "heuristic_proposals",
     "is_pinned",
     "model_proposals",
-    "proposals",
     "score_skills",
 ]
 
 Action = Literal["archive", "merge", "consolidate"]
+# A skill idle past unused_days is proposed for archiving while its value (0.4 x use, saturating at
+# 20 uses, + 0.6 x recency, e^(-idle/unused_days)) is below this: never used, 30 days idle, 0.22;
+# 3 uses, 30 days, 0.41 (kept), 60 days, 0.26.
+ARCHIVE_BELOW = 0.35
 _EXCERPT = 600
 _SKILLS_SYSTEM = (
     "You curate the skills an AI coding agent wrote for itself. Each skill comes with its use count, days since "
-    "its last use, its closest other skill and how alike they are, and the start of its text. Propose archiving a "
+    "its last use, its closest other skill and how alike they are, a value from use and recency (0 to 1, low is "
+    "stale), and the start of its text. Propose archiving a "
     "skill only when it is stale or useless, and merging two only when they teach the same thing. Propose nothing "
     "when the skills are fine. Answer with JSON only, in this form: "
     '{"archive": [{"name": "...", "reason": "..."}], "merge": [{"name": "<folded>", "into": "<kept>", "reason": "..."}]}. '
@@ -82,10 +86,6 @@ class SkillScore:
     overlap: float  # how alike it is to its closest other skill (0..1)
     closest: str | None
     value: float  # use and recency together (0..1): low is a candidate for archiving
-
-    def line(self) -> str:
-        near = f", {self.overlap:.0%} like {self.closest}" if self.closest else ""
-        return f"{self.name}: {self.uses} uses, idle {int(self.idle_days)} days{near}, value {self.value:.2f}"
 
 
 def is_pinned(name: str) -> bool:
@@ -128,30 +128,23 @@ def score_skills(candidates: list[skills.Skill], *, unused_days: float = 30, now
 
 def heuristic_proposals(scores: list[SkillScore], *, unused_days: float = 30, similarity: float = 0.8) -> list[Proposal]:
     """Merges of skills at least ``similarity`` alike (the one used less, then idle longer, is folded
-    into the other), then archives of skills unused for ``unused_days``."""
+    into the other; no chains), then archives of skills unused for ``unused_days`` whose value is
+    below ``ARCHIVE_BELOW`` (a skill used often gets longer before it counts as stale)."""
     out: list[Proposal] = []
-    merged: set[str] = set()
+    touched: set[str] = set()  # folded or kept: in one proposal at most
     for i, a in enumerate(scores):
         for b in scores[i + 1 :]:
-            if a.name in merged or b.name in merged or b.name in {p.into for p in out}:
-                continue
             alike = _similar(a, b)
-            if alike < similarity:
+            if a.name in touched or b.name in touched or alike < similarity:
                 continue
             keep, fold = (a, b) if (a.uses, -int(a.idle_days)) >= (b.uses, -int(b.idle_days)) else (b, a)
-            merged.add(fold.name)
+            touched |= {a.name, b.name}
             out.append(Proposal("merge", fold.name, keep.name, f"{alike:.0%} similar"))
-    for score in scores:
-        if score.name not in merged and score.idle_days > unused_days and score.name not in {p.into for p in out}:
-            what = "never used since it was written" if score.uses == 0 else f"{score.uses} uses"
+    for score in sorted(scores, key=lambda s: s.value):
+        if score.name not in touched and score.idle_days > unused_days and score.value < ARCHIVE_BELOW:
+            what = "never used since it was written" if score.uses == 0 else f"{score.uses} uses before"
             out.append(Proposal("archive", score.name, None, f"agent-written, unused for {int(score.idle_days)} days ({what})"))
     return out
-
-
-def proposals(*, unused_days: float = 30, similarity: float = 0.8, now: float | None = None) -> list[Proposal]:
-    """What the heuristics propose among the agent's own skills right now."""
-    candidates = eligible()
-    return heuristic_proposals(score_skills(candidates, unused_days=unused_days, now=now), unused_days=unused_days, similarity=similarity)
 
 
 async def model_proposals(model: Model, candidates: list[skills.Skill], scores: list[SkillScore]) -> list[Proposal]:
@@ -170,6 +163,7 @@ async def model_proposals(model: Model, candidates: list[skills.Skill], scores: 
             "idle_days": int(s.idle_days),
             "closest": s.closest,
             "alike": round(s.overlap, 2),
+            "value": s.value,
             "text": texts[s.name],
         }
         for s in scores

@@ -179,3 +179,15 @@ def test_an_archive_is_refused_once_the_skill_was_used_since(hermes_home):
     assert stale.returncode == 1 and "old-unused changed" in stale.stderr
     assert skills.find("old-unused") is not None
     assert "nothing to propose" in ok("skills", "curate") and pending() == []
+
+
+def test_a_skill_used_often_gets_longer_before_it_is_proposed_for_archiving(hermes_home):
+    agent_skill("used-thrice", "a skill the agent used a few times", days_ago=200)
+    path = skills.personal_dir() / ".usage.json"
+    for idle_days, proposed in ((35, False), (70, True)):
+        data = json.loads(path.read_text())
+        data["used-thrice"] |= {"uses": 3, "last_used": time.time() - idle_days * 86400}
+        path.write_text(json.dumps(data))
+        report = ok("skills", "curate")
+        assert ("archive used-thrice" in report) is proposed, report
+    assert "3 uses before" in pending()[0]["reason"]
