@@ -41,7 +41,8 @@ Action = Literal["archive", "merge", "consolidate"]
 # 20 uses, + 0.6 x recency, e^(-idle/unused_days)) is below this: never used, 30 days idle, 0.22;
 # 3 uses, 30 days, 0.41 (kept), 60 days, 0.26.
 ARCHIVE_BELOW = 0.35
-_EXCERPT = 600
+_EXCERPT = 600  # characters of each skill's text the model sees
+MODEL_SKILLS = 40
 _SKILLS_SYSTEM = (
     "You curate the skills an AI coding agent wrote for itself. Each skill comes with its use count, days since "
     "its last use, its closest other skill and how alike they are, a value from use and recency (0 to 1, low is "
@@ -148,13 +149,17 @@ def heuristic_proposals(scores: list[SkillScore], *, unused_days: float = 30, si
 
 
 async def model_proposals(model: Model, candidates: list[skills.Skill], scores: list[SkillScore]) -> list[Proposal]:
-    """What ``model`` proposes for ``candidates``; names it invents, or that are not candidates, are
-    dropped. Raises ValueError when its answer is not the JSON asked for (the caller falls back)."""
+    """What ``model`` proposes for ``candidates``; names it invents, or that it was not shown, are
+    dropped. It is shown the ``MODEL_SKILLS`` likeliest to go (lowest value, most overlap), so that
+    a cheap model's window holds them. Raises ValueError when its answer is not the JSON asked for
+    (the caller falls back)."""
     from core.messages import UserMessage
     from core.models import ModelRequest, ResponseDone
     from core.redaction import scrub
 
-    texts = {s.name: skills.parse_front_matter(skills.read_text(s))[1].strip()[:_EXCERPT] for s in candidates}
+    scores = sorted(scores, key=lambda s: s.value - s.overlap)[:MODEL_SKILLS]
+    by_name = {s.name: s for s in candidates}
+    texts = {s.name: skills.parse_front_matter(skills.read_text(by_name[s.name]))[1].strip()[:_EXCERPT] for s in scores}
     listing = [
         {
             "name": s.name,
@@ -177,7 +182,7 @@ async def model_proposals(model: Model, candidates: list[skills.Skill], scores: 
             done = event
     if done is None:
         raise ValueError("the model's answer ended early")
-    return _read_answer(done.message.text, {s.name for s in candidates})
+    return _read_answer(done.message.text, {s.name for s in scores})
 
 
 def _read_answer(text: str, names: set[str]) -> list[Proposal]:

@@ -119,11 +119,13 @@ async def _memory_proposals(config: Config, model: Model | None, run: CuratorRun
 
 def report_text(run: CuratorRun) -> str:
     """The run's short report: each proposal with its id, then how to act on them."""
+    from core.redaction import scrub
+
     if not run.proposals and not run.notes:
         return "Curator: nothing to propose; skills and memory are left as they are."
     lines = [f"Curator: {len(run.proposals)} proposal(s); nothing has been changed."]
     lines += [f"- {p.id}  {p.describe()}" + (" [model]" if p.source == "model" else "") for p in run.proposals]
-    lines += [f"Note: {note}" for note in run.notes]
+    lines += [f"Note: {scrub(note)}" for note in run.notes]  # a model's error may quote what it was sent
     if run.proposals:
         lines.append("Apply one: hermes-editor skills apply-proposal ID · drop one: hermes-editor skills reject-proposal ID")
     return "\n".join(lines)
