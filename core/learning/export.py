@@ -256,12 +256,15 @@ class _UniqueIds:
 
     def __init__(self) -> None:
         self.seen: set[str] = set()
+        self.tried: dict[str, int] = {}  # per id, the last suffix tried: a reused id costs one step, not one per use
 
     def fresh(self, call_id: str) -> str:
-        out, n = call_id or "call", 1
+        base = call_id or "call"
+        out, n = base, self.tried.get(base, 1)
         while out in self.seen:
             n += 1
-            out = f"{call_id or 'call'}_{n}"
+            out = f"{base}_{n}"
+        self.tried[base] = n
         self.seen.add(out)
         return out
 

@@ -75,13 +75,19 @@ class Anonymiser:
         """``text`` with the replacements above; ``project`` is the session's working directory."""
         if not text:
             return text
-        text = _EMAIL.sub(self._email, text)
+        # Each pattern runs only where its text occurs: most strings hold none of them.
+        if "@" in text:
+            text = _EMAIL.sub(self._email, text)
         for root in _roots(project):
-            text = _path_pattern(root).sub("<project>", text)
+            if root in text:
+                text = _path_pattern(root).sub("<project>", text)
         for home in self.home:
-            text = _path_pattern(home).sub("~", text)
+            if home in text:
+                text = _path_pattern(home).sub("~", text)
+        folded = text.casefold()
         for name in self.names:
-            text = _word_pattern(name).sub("<user>", text)
+            if name.casefold() in folded:
+                text = _word_pattern(name).sub("<user>", text)
         return text
 
     def _email(self, match: re.Match[str]) -> str:
@@ -136,15 +142,16 @@ def _full_names(user: str) -> list[str]:
     return [full] if full and full != user else []
 
 
-def _roots(project: str | None) -> list[str]:
+@functools.lru_cache(maxsize=64)
+def _roots(project: str | None) -> tuple[str, ...]:
     if not project or project.rstrip("/") == "":
-        return []
+        return ()
     found = {project.rstrip("/")}
     try:
         found.add(str(Path(project).resolve()).rstrip("/"))
     except OSError:
         pass
-    return sorted(found, key=len, reverse=True)
+    return tuple(sorted(found, key=len, reverse=True))
 
 
 @functools.lru_cache(maxsize=256)

@@ -137,3 +137,14 @@ def test_this_users_anonymiser_takes_the_home_and_login(monkeypatch, tmp_path):
     monkeypatch.setenv("LOGNAME", "wombat")
     found = Anonymiser.of_this_user()
     assert str(Path(tmp_path / "h")) in found.home and "wombat" in found.names
+
+
+async def test_reused_call_ids_become_unique_and_each_result_follows_its_own_call(tmp_path):
+    async with SessionStore.open(tmp_path / "state.db") as store:
+        steps = [m for n in range(3) for m in (reply("", call("call_1", path=f"f{n}")), result("call_1", f"F{n}"))]
+        await session(store, "/p", UserMessage.of("go"), *steps, reply("", call("call_1_2")), result("call_1_2", "X"), reply("ok"))
+        text, _ = await run(store, "openai")
+        messages = json.loads(text)["messages"]
+        calls = [c["id"] for m in messages for c in m.get("tool_calls", [])]
+        assert calls == ["call_1", "call_1_2", "call_1_3", "call_1_2_2"]
+        assert [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"] == list(zip(calls, ["F0", "F1", "F2", "X"]))
