@@ -222,8 +222,11 @@ def _reason(item: dict[str, Any], default: str) -> str:
 def carry_out(proposal: Proposal) -> str:
     """Archive or merge skills as ``proposal`` says (checked by the caller); returns what was done."""
     if proposal.action == "archive":
-        target = skills.archive_skill(proposal.name, agent_only=False)
-        return f"archived {proposal.name} to {target}"
+        found = skills.find(proposal.name)  # only a name discovery finds: no path in it
+        if found is None or found.origin != "personal":
+            raise skills.SkillError(f"cannot archive: {proposal.name} is no longer a personal skill")
+        target = skills.archive_skill(found.name, agent_only=False)
+        return f"archived {found.name} to {target}"
     fold = skills.find(proposal.name)
     keep = skills.find(proposal.into or "")
     if fold is None or keep is None or fold.origin != "personal" or keep.origin != "personal":

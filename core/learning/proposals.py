@@ -29,6 +29,7 @@ from typing import Any
 
 from core.config import home
 from core.learning import skills
+from core.learning.consolidation import usable_rewrite
 from core.learning.curator import Proposal, carry_out, is_pinned
 from core.learning.memory import FILES, journal_change, memory_path
 from core.locked_json import locked_json
@@ -272,6 +273,8 @@ def _consolidate(stored: StoredProposal) -> str:
         check.update(raw)
         if check.hexdigest() != stored.fingerprint:
             raise OSError(f"{FILES[stored.name]} changed as it was being applied; run the curator again")
+        if usable_rewrite(stored.name, raw.decode("utf-8", errors="replace"), stored.text) != stored.text:
+            raise OSError(f"the proposed {FILES[stored.name]} is no longer a usable rewrite (screening); run the curator again")
         backups = path.parent / "backups"
         backups.mkdir(mode=0o700, exist_ok=True)
         backup = backups / f"{FILES[stored.name]}.{time.strftime('%Y%m%d-%H%M%S')}-{stored.id}"
