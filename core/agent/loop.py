@@ -55,7 +55,7 @@ from core.models.base import (
     ToolSpec,
 )
 from core.policy.approvals import ApprovalBroker, ApprovalPolicy, Mode
-from core.store import RuleDecision, SessionStore, Surface
+from core.store import RuleDecision, SessionNotFoundError, SessionStore, Surface
 from core.tools.context import ToolContext, ToolSettings
 from core.tools.delegation import Delegate
 from core.tools.diffs import ledger_for
@@ -541,6 +541,8 @@ class Agent:
         end = {"stop_reason": ended.stop_reason, "error": ended.error is not None, "ended_at": time.time()}
         try:
             await self.store.update_session(session.id, meta={"last_turn": end})
+        except SessionNotFoundError:
+            pass  # deleted while its turn ran (sessions delete --force): nothing to keep it in
         except Exception:
             log.exception("could not keep how the turn ended")
 
