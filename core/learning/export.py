@@ -149,22 +149,34 @@ async def _messages(store: SessionStore, session_id: str) -> AsyncIterator[Store
 
 async def session_outcome(store: SessionStore, record: SessionRecord) -> str:
     """One of :data:`OUTCOMES` for a stored session (see there)."""
+    return (await _session_end(store, record))[0]
+
+
+async def _session_end(store: SessionStore, record: SessionRecord) -> tuple[str, str | None]:
+    """The session's outcome, and the stop reason it comes from (None when it comes from the last message)."""
     rows = await store.select(
         "SELECT content, (SELECT MAX(created_at) FROM messages WHERE session_id = ?1 AND role = 'user') AS user_at"
         " FROM messages WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
         (record.id,),
     )
-    if not rows:
-        return outcome_of(record.meta, None, None)
-    return outcome_of(record.meta, load_message(rows[0]["content"]), rows[0]["user_at"])
+    last, prompt_at = (load_message(rows[0]["content"]), rows[0]["user_at"]) if rows else (None, None)
+    kept = _kept_end(record.meta, prompt_at)
+    return outcome_of(record.meta, last, prompt_at), str(kept["stop_reason"]) if kept else None
+
+
+def _kept_end(meta: Mapping[str, Any], last_prompt_at: float | None) -> dict[str, Any] | None:
+    """The kept end of the last turn, unless a prompt came after it (a turn that never ended)."""
+    ended = meta.get(LAST_TURN_KEY)
+    if not isinstance(ended, dict) or not isinstance(ended.get("ended_at"), (int, float)) or "stop_reason" not in ended:
+        return None
+    return ended if last_prompt_at is None or last_prompt_at <= ended["ended_at"] else None
 
 
 def outcome_of(meta: Mapping[str, Any], last: Message | None, last_prompt_at: float | None) -> str:
     """The outcome from the kept end of the last turn, when no prompt came after it; else from the last message."""
-    ended = meta.get(LAST_TURN_KEY)
-    if isinstance(ended, dict) and isinstance(ended.get("ended_at"), (int, float)):
-        if last_prompt_at is None or last_prompt_at <= ended["ended_at"]:
-            return "failed" if ended.get("error") else _STOP_OUTCOME.get(str(ended.get("stop_reason")), "unknown")
+    ended = _kept_end(meta, last_prompt_at)
+    if ended is not None:
+        return "failed" if ended.get("error") else _STOP_OUTCOME.get(str(ended["stop_reason"]), "unknown")
     if isinstance(last, AssistantMessage) and last.text and not last.tool_calls and not last.interrupted:
         return "completed"
     return "unknown"
@@ -523,7 +535,8 @@ class _Alternation:
 
 
 class _Trajectory(_Writer):
-    """One object a line per session; README "Trajectory format" gives its JSON Schema."""
+    """One object a line per session; README "Exporting sessions" describes it and
+    tests/export_schemas/trajectory.schema.json is its JSON Schema."""
 
     VERSION: ClassVar[int] = 1
 
@@ -578,7 +591,7 @@ class _Trajectory(_Writer):
         return True
 
     async def _meta(self, record: SessionRecord) -> dict[str, Any]:
-        ended = record.meta.get(LAST_TURN_KEY)
+        outcome, stop_reason = await _session_end(self.store, record)
         return {
             "id": record.id,
             "title": self.clean(record.title, record) if record.title else None,
@@ -589,8 +602,8 @@ class _Trajectory(_Writer):
             "parent_call_id": record.parent_call_id,
             "created_at": _iso(record.created_at),
             "updated_at": _iso(record.updated_at),
-            "outcome": await session_outcome(self.store, record),
-            "stop_reason": ended.get("stop_reason") if isinstance(ended, dict) else None,
+            "outcome": outcome,
+            "stop_reason": stop_reason,
             "usage": {
                 "input_tokens": record.input_tokens,
                 "output_tokens": record.output_tokens,

@@ -148,3 +148,14 @@ async def test_reused_call_ids_become_unique_and_each_result_follows_its_own_cal
         calls = [c["id"] for m in messages for c in m.get("tool_calls", [])]
         assert calls == ["call_1", "call_1_2", "call_1_3", "call_1_2_2"]
         assert [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"] == list(zip(calls, ["F0", "F1", "F2", "X"]))
+
+
+async def test_a_turn_that_never_ended_has_no_stop_reason(tmp_path):
+    async with SessionStore.open(tmp_path / "state.db") as store:
+        kept = {LAST_TURN_KEY: {"stop_reason": "end_turn", "error": False, "ended_at": 1.0}}
+        await session(store, "/p", UserMessage.of("a prompt after that turn, never answered"), meta=kept)
+        await session(store, "/q", meta=kept)
+        text, _ = await run(store, "trajectory")
+        stale, fresh = [json.loads(line)["session"] for line in text.splitlines()]
+        assert (stale["outcome"], stale["stop_reason"]) == ("unknown", None)
+        assert (fresh["outcome"], fresh["stop_reason"]) == ("completed", "end_turn")

@@ -270,6 +270,7 @@ async def test_a_cancelled_turn_is_the_sessions_outcome_until_a_later_turn_ends(
             await conn.prompt(session_id=sid, prompt=[acp.text_block("now then")])
     (run,) = lines(export("--format", "trajectory", "--outcome", "completed"))
     assert run["session"]["id"] == sid and [s["kind"] for s in run["steps"]] == ["user", "user", "model"]
+    assert run["session"]["stop_reason"] == "end_turn"
 
 
 def test_bad_arguments_are_named_and_a_failed_export_leaves_no_file(hermes_home, tmp_path):
