@@ -327,11 +327,13 @@ async def _export(store: SessionStore, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        since, until = history.to_epoch(args.since), history.to_epoch(args.until, end=True)
-    except ValueError:
-        print(f"--since/--until take a day as YYYY-MM-DD (got {args.since or args.until!r}).", file=sys.stderr)
-        return 2
+    days: dict[str, float | None] = {}
+    for name, end in (("since", False), ("until", True)):
+        try:
+            days[name] = history.to_epoch(getattr(args, name), end=end)
+        except ValueError:
+            print(f"--{name} takes a day as YYYY-MM-DD (got {getattr(args, name)!r}).", file=sys.stderr)
+            return 2
     if args.session_id is not None:
         try:
             record = await find_session(store, args.session_id)
@@ -346,8 +348,8 @@ async def _export(store: SessionStore, args: argparse.Namespace) -> int:
     else:
         selection = Selection(
             project=str(Path(args.project).expanduser().resolve()) if args.project else None,
-            since=since,
-            until=until,
+            since=days["since"],
+            until=days["until"],
             surfaces=frozenset(args.surface or ()),
             outcomes=frozenset(args.outcome or ()),
         )

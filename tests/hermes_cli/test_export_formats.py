@@ -281,8 +281,8 @@ def test_bad_arguments_are_named_and_a_failed_export_leaves_no_file(hermes_home,
     sid = asyncio.run(seed())
     both = hermes_editor("sessions", "export", sid, "--surface", "acp")
     assert both.returncode == 2 and "--surface" in both.stderr
-    day = hermes_editor("sessions", "export", "--since", "last week")
-    assert day.returncode == 2 and "YYYY-MM-DD" in day.stderr
+    day = hermes_editor("sessions", "export", "--since", "2026-01-01", "--until", "last week")
+    assert day.returncode == 2 and "--until takes a day as YYYY-MM-DD (got 'last week')" in day.stderr
     nowhere = hermes_editor("sessions", "export", "--all", "-o", str(tmp_path / "no" / "such" / "out.json"))
     assert nowhere.returncode != 0 and "does not exist" in nowhere.stderr
     empty = hermes_editor("sessions", "export", sid, "--format", "openai", "-o", str(tmp_path / "out.jsonl"))
