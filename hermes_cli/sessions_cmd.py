@@ -399,6 +399,8 @@ class _Output:
 
         if self.path is not None:
             folder = self.path.parent
+            if self.path.is_dir():
+                raise SystemExit(f"Cannot write {self.path}: it is a folder. Give a file name, such as {self.path / 'sessions.jsonl'}.")
             if not folder.is_dir():
                 raise SystemExit(f"Cannot write {self.path}: the folder {folder} does not exist. Create it, or choose another --output.")
             fd, self._temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)

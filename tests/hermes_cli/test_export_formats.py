@@ -285,6 +285,8 @@ def test_bad_arguments_are_named_and_a_failed_export_leaves_no_file(hermes_home,
     assert day.returncode == 2 and "--until takes a day as YYYY-MM-DD (got 'last week')" in day.stderr
     nowhere = hermes_editor("sessions", "export", "--all", "-o", str(tmp_path / "no" / "such" / "out.json"))
     assert nowhere.returncode != 0 and "does not exist" in nowhere.stderr
+    folder = hermes_editor("sessions", "export", "--all", "-o", str(tmp_path))
+    assert folder.returncode != 0 and "it is a folder" in folder.stderr and tmp_path.is_dir()
     empty = hermes_editor("sessions", "export", sid, "--format", "openai", "-o", str(tmp_path / "out.jsonl"))
     assert empty.returncode == 1 and "no model reply" in empty.stderr
     assert not (tmp_path / "out.jsonl").exists() and not list(tmp_path.glob(".out.jsonl.*"))
