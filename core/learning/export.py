@@ -187,9 +187,19 @@ async def _has_assistant(store: SessionStore, session_id: str) -> bool:
     return bool(rows)
 
 
-async def _approvals(store: SessionStore, session_id: str) -> dict[str, str]:
-    rows = await store.select("SELECT tool_call_id, status FROM approvals WHERE session_id = ? ORDER BY created_at", (session_id,))
-    return {row["tool_call_id"]: row["status"] for row in rows}
+Approvals = dict[tuple[str, str], str]
+
+
+async def _approvals(store: SessionStore, record: SessionRecord) -> Approvals:
+    """The last answer to each question about the session's calls, by (call id, tool name). A
+    subagent's questions are asked under its parent session (whose own call ids may repeat its
+    ids: the tool name tells them apart)."""
+    owners = [record.id, record.parent_id] if record.parent_call_id and record.parent_id else [record.id]
+    rows = await store.select(
+        f"SELECT tool_call_id, tool_name, status FROM approvals WHERE session_id IN ({', '.join('?' for _ in owners)}) ORDER BY created_at",
+        tuple(owners),
+    )
+    return {(row["tool_call_id"], row["tool_name"]): row["status"] for row in rows}
 
 
 # -- the export ----------------------------------------------------------------------------
@@ -541,7 +551,7 @@ class _Trajectory(_Writer):
     VERSION: ClassVar[int] = 1
 
     async def session(self, record: SessionRecord) -> bool:
-        approvals = await _approvals(self.store, record.id)
+        approvals = await _approvals(self.store, record)
         self.write(self.dumps({"format": "hermes-editor.trajectory", "version": self.VERSION})[:-1])
         self.write(f', "session": {self.dumps(await self._meta(record))}')
         system = record.meta.get(_PROMPT_KEY)
@@ -614,7 +624,7 @@ class _Trajectory(_Writer):
         }
 
     def _close(
-        self, step: tuple[dict[str, Any], _Step], approvals: dict[str, str], counts: dict[str, int], record: SessionRecord
+        self, step: tuple[dict[str, Any], _Step], approvals: Approvals, counts: dict[str, int], record: SessionRecord
     ) -> dict[str, Any]:
         entry, calls = step
         out = []
@@ -631,7 +641,7 @@ class _Trajectory(_Writer):
                 "started_at": _iso(calls.at),
                 "finished_at": _iso(finished),
                 "duration_s": _seconds(calls.at, finished),
-                "approval": approvals.get(call.id),
+                "approval": approvals.get((call.id, call.name)),
                 "files_changed": [self.clean(d.path, record) for d in result.diffs] if result is not None else [],
             }
             if call.invalid_arguments is not None:
