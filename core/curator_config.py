@@ -35,7 +35,9 @@ class CuratorSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = Field(default=False, description="run the curator as a scheduled job inside hermes-gateway")
+    enabled: bool = Field(
+        default=True, description="run the curator as a scheduled job inside hermes-gateway (weekly by default; false turns it off)"
+    )
     schedule: str = Field(default="0 9 * * 1", description='5 cron fields or "every 7d", in [cron] timezone (default: Mondays 09:00)')
     model: str | None = Field(
         default=None, description='"provider:model" of a cheap model to judge skills and rewrite memory; unset: heuristics'

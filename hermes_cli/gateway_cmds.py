@@ -520,6 +520,7 @@ def _job_row(job: Any, config: Any) -> dict[str, Any]:
     return {
         "id": job.id,
         "name": job.name,
+        "kind": job.kind,
         "schedule": job.schedule,
         "description": job.parsed.describe(),
         "timezone": job.timezone,

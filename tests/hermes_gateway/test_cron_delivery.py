@@ -225,7 +225,7 @@ def test_in_a_chat_a_paired_user_may_deliver_to_a_project_file_but_not_outside_a
         assert str(project / "notes" / "digest.md") in asked["text"], asked["text"]
         telegram.press(friend, asked, asked["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
         telegram.wait_text(friend, "Turn two over.")
-        (job,) = json.loads(cli(hermes_home, "cron", "list", "--json").stdout)
+        (job,) = [j for j in json.loads(cli(hermes_home, "cron", "list", "--json").stdout) if j["kind"] == "agent"]
         assert job["chat_key"] == f"telegram:{friend}:0" and job["deliver"] == [f"file:{project / 'notes' / 'digest.md'}"]
         assert cli(hermes_home, "cron", "run", job["id"]).returncode == 0
         telegram.wait_text(friend, "Digest ready.", timeout=60)

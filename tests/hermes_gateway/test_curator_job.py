@@ -107,11 +107,10 @@ def test_a_due_curator_job_stores_proposals_changes_nothing_and_apply_acts_once(
     assert json.loads(ok(hermes_home, "skills", "proposals", "--json")) == []
 
 
-def test_the_curator_job_exists_only_while_the_configuration_enables_it(hermes_home):
-    write_config(hermes_home, "")
+def test_the_curator_job_is_weekly_by_default_and_exists_only_while_the_configuration_enables_it(hermes_home):
+    write_config(hermes_home, "")  # no [curator] table: on, Mondays at 09:00
     assert cli(hermes_home, "cron", "list", "--json").stdout.strip() == "[]"
     with ScriptedOpenAIServer(lambda body: {"text": "checked"}) as model:
-        write_config(hermes_home, CURATOR_ON.replace("every 1s", "0 9 * * 1"))
         proc = start_scheduler(hermes_home, model.base_url)
         try:
             job = wait_until(lambda: curator_job(hermes_home), 30, "the curator's job to be made")
