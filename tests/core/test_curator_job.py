@@ -61,12 +61,12 @@ def test_a_bad_curator_setting_names_its_key_and_the_file(table, key, says):
     assert caught.value.key == key and str(config_path()) in str(caught.value) and says in str(caught.value)
 
 
-def test_curator_settings_default_to_off_on_mondays_at_nine():
+def test_curator_settings_default_to_on_mondays_at_nine():
     config_path().write_text('[curator]\nschedule = "every 7d"\n')
     assert load_config().curator.schedule == "every 7d"
     config_path().write_text("")
     curator = load_config().curator
-    assert curator.enabled is False and curator.schedule == "0 9 * * 1" and curator.model is None
+    assert curator.enabled is True and curator.schedule == "0 9 * * 1" and curator.model is None
 
 
 def test_a_memory_file_near_its_budget_twice_gets_a_consolidation_applied_with_a_backup(hermes_home):
