@@ -86,6 +86,9 @@ class ProviderProfile:
     context_window: int = 128_000
     images: bool = False
     reasoning_levels: tuple[str, ...] = ()
+    # The model family whose working notes its models get (core.models.families), when every model
+    # behind it is of one family; None: the model's name says.
+    family: str | None = None
 
 
 PROFILES: dict[str, ProviderProfile] = {
@@ -104,6 +107,7 @@ PROFILES: dict[str, ProviderProfile] = {
         context_window=200_000,
         images=True,
         reasoning_levels=("low", "medium", "high"),
+        family="claude",
     ),
     "openrouter": ProviderProfile(
         wire="openai",
@@ -121,6 +125,11 @@ PROFILES: dict[str, ProviderProfile] = {
 }
 
 
+# The model families with working notes of their own (core.models.families holds the notes; a test
+# keeps the two lists equal), and "none": a provider entry's ``family``.
+ModelFamily = Literal["claude", "gpt", "gemini", "deepseek", "open-weights", "none"]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -136,6 +145,11 @@ class ProviderConfig(_Strict):
     context_window: int | None = Field(default=None, gt=0, description="tokens; defaults by profile")
     images: bool | None = Field(default=None, description="whether its models accept images; defaults by profile")
     reasoning: bool | None = Field(default=None, description="whether its models take a reasoning effort")
+    family: ModelFamily | None = Field(
+        default=None,
+        description="the model family whose working notes its models get in the prompt; defaults by profile, then by model name; "
+        '"none" for no notes',
+    )
 
     def resolved_profile(self, name: str) -> ProviderProfile:
         """The quirk profile with this entry's overrides applied."""
@@ -147,6 +161,8 @@ class ProviderConfig(_Strict):
             changes["images"] = self.images
         if self.reasoning is not None:
             changes["reasoning_levels"] = ("low", "medium", "high") if self.reasoning else ()
+        if self.family is not None:
+            changes["family"] = self.family
         return dataclasses.replace(base, **changes) if changes else base
 
 

@@ -285,6 +285,7 @@ class ClientModel:
     """The agent's model when none is configured: each step goes to the task's client."""
 
     name = CLIENT_MODEL
+    family: str | None = None  # unknown: the client chooses its model per request
 
     def __init__(self, timeout: Callable[[], float]) -> None:
         self._timeout = timeout

@@ -437,8 +437,8 @@ class Agent:
         nudge = None
         if session.context is not None:
             turn_number = sum(1 for m in session.history if isinstance(m, UserMessage) and not is_background_note(m.text))
-            model = (session.model or self.model).name
-            opening = await asyncio.to_thread(session.context.begin_turn, turn_number, prompt.text, model)
+            model = session.model or self.model
+            opening = await asyncio.to_thread(session.context.begin_turn, turn_number, prompt.text, model.name, model.family)
             if opening.prompt is not None:
                 session.system = opening.prompt
             for finding in opening.findings:

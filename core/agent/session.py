@@ -193,13 +193,14 @@ class SessionContext:
         self.reported.update(f.describe() for f in fresh)
         return fresh
 
-    def begin_turn(self, turn_number: int, prompt_text: str, model: str | None = None) -> TurnOpening:
+    def begin_turn(self, turn_number: int, prompt_text: str, model: str | None = None, family: str | None = None) -> TurnOpening:
         """Between turns (blocking: call it off the event loop): apply changed context files, the
-        guidance for ``model`` (the label of the model this turn uses) and a newly chosen overlay (the
-        prefix is stable within a turn), collect new findings and choose the turn's nudge."""
+        guidance for ``model`` (the label of the model this turn uses; ``family``, the one its
+        provider's profile names, if any) and a newly chosen overlay (the prefix is stable within a
+        turn), collect new findings and choose the turn's nudge."""
         with self.lock:
             if model is not None:
-                self.guidance = guidance_for(model)
+                self.guidance = guidance_for(model, family)
             self.refresh()
             prompt = self.prompt()
             changed = prompt if prompt != self.issued else None

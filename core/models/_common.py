@@ -202,6 +202,7 @@ class SdkModel:
         # What its tokens cost (core.models.pricing); None: unknown, unless the provider reports it.
         self.price = price
         self.profile = ref.config.resolved_profile(ref.provider)
+        self.family = self.profile.family
         self.base_url = ref.config.base_url or self.profile.base_url
         self._secrets = list(secrets)
         self._client: Any = None

@@ -163,6 +163,9 @@ class Model(Protocol):
     """A model one can stream a step from."""
 
     name: str
+    # The family whose working notes the prompt gives it when its provider's profile names one
+    # (core.models.families; "none": no notes), None when its name says.
+    family: str | None
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
 

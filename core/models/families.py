@@ -3,7 +3,9 @@
 Families differ in habits a prompt can correct: some under-use tools (they describe an edit instead
 of making it, or guess at a file instead of reading it), some over-explain, some stop to ask about
 the obvious next step. :data:`FAMILIES` says which model names belong to a family and what its
-guidance is; :func:`guidance_for` picks it for a model label ("provider:model").
+guidance is; :func:`guidance_for` picks it for a model: the family its provider's profile names
+(``[providers.NAME] family = "..."``, or the built-in profile's: Anthropic serves Claude), else the
+one its name shows.
 
 The guidance is a section of the system prompt (``core.agent.session``), constant for a session's
 model: a provider caches per model, so a model switch starts a new cache anyway, and the section
@@ -76,7 +78,8 @@ def family_of(label: str) -> Family | None:
     return next((f for f in FAMILIES if name.startswith(f.prefixes)), None)
 
 
-def guidance_for(label: str) -> str:
-    """The prompt section for the model ``label``'s family ("" for a model of no known family)."""
-    family = family_of(label)
-    return family.section() if family is not None else ""
+def guidance_for(label: str, family: str | None = None) -> str:
+    """The prompt section for the model ``label``: of ``family`` when its profile names one (``"none"``:
+    no notes), else of the family its name shows ("" for a model of no known family)."""
+    found = next((f for f in FAMILIES if f.name == family), None) if family is not None else family_of(label)
+    return found.section() if found is not None else ""

@@ -50,6 +50,7 @@ class ResilientModel:
         self.models = list(models)
         self.retry = retry
         self.name = self.models[0].name
+        self.family = self.models[0].family
         self._sleep = sleep
         self._rng = rng
 

@@ -122,3 +122,27 @@ def test_each_familys_guidance_is_short_and_its_own():
     texts = [f.guidance for f in FAMILIES]
     assert len(set(texts)) == len(texts)
     assert all(len(t.splitlines()) <= 4 and len(t) < 600 for t in texts)
+
+
+def test_the_configurable_families_are_the_families_with_notes():
+    from typing import get_args
+
+    from core.config import ModelFamily
+
+    assert set(get_args(ModelFamily)) == {f.name for f in FAMILIES} | {"none"}
+
+
+def test_a_profiles_family_wins_over_the_name_and_none_gives_no_notes():
+    assert guidance_for("openai:gpt-oss-20b", "open-weights") == guidance_for("ollama:qwen3:8b")
+    assert guidance_for("openai:gpt-4.1", "none") == ""
+    assert guidance_for("anthropic:some-new-name", "claude") == guidance_for("anthropic:claude-opus-4-1")
+    assert guidance_for("openai:gpt-4.1", None) == guidance_for("openai:gpt-4.1")
+
+
+def test_a_family_setting_that_is_not_a_family_is_a_config_error_naming_the_key(hermes_home):
+    from core.config import ConfigError, load_config
+
+    (hermes_home / "config.toml").write_text('[providers.openai]\nfamily = "gpt5"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config()
+    assert "family" in str(raised.value) and "config.toml" in str(raised.value)

@@ -81,6 +81,7 @@ class Recording:
     def __init__(self, inner: Model) -> None:
         self.inner = inner
         self.name = inner.name
+        self.family = inner.family
         self.requests: list[ModelRequest] = []
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:

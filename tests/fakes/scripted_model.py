@@ -39,6 +39,7 @@ class ScriptedModel:
 
     def __init__(self, script: list[Reply], name: str = "scripted") -> None:
         self.name = name
+        self.family: str | None = None
         self.script = list(script)
         self.requests: list[ModelRequest] = []
         self.held = asyncio.Event()

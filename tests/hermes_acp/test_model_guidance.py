@@ -81,3 +81,16 @@ async def test_each_family_gets_its_own_lines(hermes_home, tmp_path):
                 await conn.prompt(session_id=sid, prompt=[acp.text_block("hi")])
     for family, body in zip(labels, _bodies(server)):
         assert body["model"] == labels[family] and _families(body) == {family}
+
+
+async def test_a_providers_family_setting_decides_over_the_models_name(hermes_home, tmp_path):
+    """gpt-oss is an open-weights model behind an OpenAI-compatible server: its entry says so."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (hermes_home / "config.toml").write_text('fallback_models = []\n[providers.openai]\nfamily = "open-weights"\n')
+    with ScriptedOpenAIServer([{"text": "ok"}]) as server:
+        async with running_agent(Client(), agent_env(hermes_home, server.base_url, model="openai:gpt-oss-20b")) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("hi")])
+    (body,) = _bodies(server)
+    assert body["model"] == "gpt-oss-20b" and _families(body) == {"open-weights"}
