@@ -30,7 +30,7 @@ from toolsets.skills import skill_manage, skill_view
 from toolsets.vision import inspect_image
 from toolsets.web import web_fetch, web_search
 
-__all__ = ["TOOLSETS", "all_tools", "toolset"]
+__all__ = ["GROUPS", "TOOLSETS", "all_tools", "toolset"]
 
 # The order is the order of the tool schemas in every request (part of the cached prompt prefix): keep it stable.
 _FILES = [read_file, edit_file, write_file, apply_patch, delete_file, move_file, grep, glob, list_dir]
@@ -51,10 +51,32 @@ TOOLSETS: dict[str, list[Tool]] = {
 }
 
 
+# Capability groups, named as skills name them in ``requires_toolsets`` and ``fallback_for_toolsets``
+# (Hermes Agent's toolset names, where a tool here does that job): a session has a group while it has
+# any of its tools, so a skill written as a fallback for web tools is not offered beside them.
+GROUPS: dict[str, list[Tool]] = {
+    "file": _FILES,
+    "terminal": _COMMANDS,
+    "web": [web_fetch, web_search],
+    "search": [web_search],
+    "vision": [inspect_image],
+    "memory": [memory],
+    "skills": [skill_view, skill_manage],
+    "session_search": [session_search],
+    "todo": [update_plan],
+    "cronjob": [cron],
+    "code_execution": [execute_code],
+    "delegation": [delegate],
+}
+
+
 def _listed(tools: dict[str, list[Tool]]) -> dict[str, list[Tool]]:
-    """Each toolset's tools, each knowing every toolset that lists it."""
+    """Each toolset's tools, each knowing every toolset that lists it and the groups it is in."""
     member = {t.name: frozenset(name for name, listed in tools.items() if t in listed) for ts in tools.values() for t in ts}
-    return {name: [dataclasses.replace(t, toolsets=member[t.name]) for t in listed] for name, listed in tools.items()}
+    groups = {t.name: frozenset(name for name, listed in GROUPS.items() if t in listed) for ts in tools.values() for t in ts}
+    return {
+        name: [dataclasses.replace(t, toolsets=member[t.name], groups=groups[t.name]) for t in listed] for name, listed in tools.items()
+    }
 
 
 _TOOLS = _listed(TOOLSETS)

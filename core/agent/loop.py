@@ -177,8 +177,11 @@ class Agent:
         self.learning = learning or LearningSettings()
         # What tools read of the configuration (``ToolContext.settings``).
         self.tool_settings = tool_settings or ToolSettings(learning=self.learning)
-        # The toolsets every tool of this agent belongs to: skills may require them.
-        self.toolsets = frozenset.intersection(*(t.toolsets for t in tools)) if tools else frozenset()
+        # What skills may require or stand in for: the toolsets every tool of this agent belongs to,
+        # and the capability groups ("file", "web", ...) of any of its tools.
+        self.toolsets = (
+            frozenset.intersection(*(t.toolsets for t in tools)) | frozenset().union(*(t.groups for t in tools)) if tools else frozenset()
+        )
         # Runs subagents for a session's turn (``ToolContext.delegate``); set by core.agent.subagents.
         self.delegator: Callable[[Session, str | None, Emit], Delegate | None] | None = None
 

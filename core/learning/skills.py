@@ -110,7 +110,9 @@ def _sources(projects: Iterable[Path]) -> list[tuple[Path, Origin]]:
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """(front matter, body) for the YAML subset skills use: scalars, ``[a, b]`` and ``- item`` lists,
-    one level of nested mapping (flattened into the parent)."""
+    nested mappings flattened into the top level (``metadata: hermes: requires_toolsets: [...]``, as
+    Hermes Agent's skills write their conditions, reads as ``requires_toolsets``); a ``- item`` belongs
+    to the nearest key above it with nothing after its colon."""
     kept = text.splitlines(keepends=True)
     lines = [line.rstrip("\r\n") for line in kept]
     if not lines or lines[0].strip() != "---":
@@ -131,14 +133,16 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
         if not sep:
             continue
         key, value = key.strip(), value.strip()
-        if line[0] not in " \t":
-            last = key
         if value.startswith("[") and value.endswith("]"):
             meta[key] = [_scalar(v) for v in value[1:-1].split(",") if v.strip()]
-        elif value or line[0] in " \t":
+        elif value:
             meta[key] = _scalar(value)
         else:
             meta[key] = []  # a list or mapping follows
+            last = key
+            continue
+        if line[0] not in " \t":
+            last = None
     return {}, text  # never closed: not front matter
 
 

@@ -46,6 +46,9 @@ class Tool:
     paths: Callable[[Any], list[str]]
     # The toolsets that list this tool (``toolsets.TOOLSETS`` says it, once).
     toolsets: frozenset[str] = frozenset()
+    # The capability groups it belongs to (``toolsets.GROUPS``: "file", "terminal", "web", ...), by
+    # which skills name what they need or stand in for; a session with the tool has its groups.
+    groups: frozenset[str] = frozenset()
 
     def spec(self) -> ToolSpec:
         schema = self.args_model.model_json_schema()

@@ -62,3 +62,34 @@ def test_the_prompt_index_and_skill_commands_honour_it(hermes_home, tmp_path):
     assert text is not None and "Steps of no-editor." in text and "for this: the report" in text
     assert "no-editor" not in skills_listing(cwd, {"editor"}) and "`plain`" in skills_listing(cwd, {"editor"})
     assert "`no-editor`" in skills_listing(cwd, {"cron"})
+
+
+def test_capability_groups_follow_the_tools_of_each_toolset(hermes_home, tmp_path):
+    """A session has a group ("web", "terminal", "delegation", ...) while it has any of its tools."""
+    from toolsets import GROUPS, toolset
+
+    _skill(hermes_home / "skills", "delegate-by-hand", "split work without subagents", "fallback_for_toolsets: [delegation]\n")
+    _skill(
+        hermes_home / "skills", "web-by-curl", "fetch pages with curl", "metadata:\n  hermes:\n    fallback_for_toolsets:\n      - web\n"
+    )
+    editor = {t.name for t in toolset("editor")}
+    cron = {t.name for t in toolset("cron")}
+    for group, tools in GROUPS.items():
+        assert any(t.name in editor for t in tools), group  # every group names tools the agent has
+    editor_groups = {g for t in toolset("editor") for g in t.groups}
+    cron_groups = {g for t in toolset("cron") for g in t.groups}
+    assert editor_groups == set(GROUPS) and "delegation" not in cron_groups and {"web", "terminal", "file"} <= cron_groups
+    assert "delegate" in editor and "delegate" not in cron
+    in_cron = _names(skills.discover([tmp_path], toolsets={"cron", *cron_groups}))
+    in_editor = _names(skills.discover([tmp_path], toolsets={"editor", *editor_groups}))
+    assert "delegate-by-hand" in in_cron and "delegate-by-hand" not in in_editor
+    assert "web-by-curl" not in in_cron and "web-by-curl" not in in_editor
+
+
+def test_nested_front_matter_lists_belong_to_their_own_key():
+    meta, body = skills.parse_front_matter(
+        "---\nname: x\ntags:\n  - a\n  - b\nmetadata:\n  hermes:\n    requires_tools:\n      - run_command\n"
+        "    fallback_for_toolsets: [web]\n  version: 2\n---\nbody\n"
+    )
+    assert meta["tags"] == ["a", "b"] and meta["requires_tools"] == ["run_command"]
+    assert meta["fallback_for_toolsets"] == ["web"] and meta["version"] == "2" and body == "body\n"

@@ -22,6 +22,9 @@ async def test_conditions_hold_for_commands_listing_and_index(hermes_home, tmp_p
     _skill(project, "instead-of-editor", "fallback_for_toolsets: [editor]\n")
     _skill(project, "needs-cron", "requires_toolsets: [cron]\n")
     _skill(project, "instead-of-browser", "fallback_for_toolsets: [browser]\n")
+    # Written as Hermes Agent's skills write their conditions, naming its capability toolsets.
+    _skill(project, "curl-instead-of-web", "metadata:\n  hermes:\n    fallback_for_toolsets:\n      - web\n")
+    _skill(project, "needs-a-terminal", "metadata:\n  hermes:\n    requires_toolsets: [terminal, file]\n")
     with ScriptedOpenAIServer([{"text": "plain"}, {"text": "skilled"}]) as server:
         client = Client()
         async with running_agent(client, agent_env(hermes_home, server.base_url)) as (conn, _, _):
@@ -35,6 +38,8 @@ async def test_conditions_hold_for_commands_listing_and_index(hermes_home, tmp_p
             await conn.prompt(session_id=sid, prompt=[acp.text_block("/instead-of-browser now")])
     assert "instead-of-browser" in offered and "personality" in offered
     assert "instead-of-editor" not in offered and "needs-cron" not in offered
+    # The editor's session has web tools, a terminal and file tools: the groups skills name.
+    assert "curl-instead-of-web" not in offered and "needs-a-terminal" in offered
     assert "`instead-of-browser`" in listing and "instead-of-editor" not in listing and "needs-cron" not in listing
     plain, skilled = (r.get("body", r) for r in server.requests)
     # Not a command here: the text goes to the model as typed.
