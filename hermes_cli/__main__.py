@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         metavar="NAME",
-        help=PROFILE_HELP + "; it must exist ('hermes-editor profiles create NAME'), and goes before COMMAND",
+        help=PROFILE_HELP + "; it must exist ('hermes-editor profiles create NAME'); before or after COMMAND",
     )
     parser.add_argument("-V", "--version", action="version", version=f"hermes-editor {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -72,6 +72,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _profile_first(argv: list[str]) -> list[str]:
+    """``argv`` with every ``--profile NAME`` (or ``--profile=NAME``) moved before the command, so that
+    ``hermes-editor sessions list --profile work`` means what it says; after ``--`` nothing moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if arg == "--profile" and i + 1 < len(argv):
+            front += argv[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--profile="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv)[:1] in (["--version"], ["-V"]):
         # Answered before the state home is touched and before the subcommands' modules load.
@@ -81,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         # ✓ and ✗ must not crash a terminal with a narrow encoding.
         sys.stdout.reconfigure(errors="replace")
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_profile_first(sys.argv[1:] if argv is None else argv))
     # The profile decides the home: nothing may touch it before. A missing one is refused (a typo
     # must not make an empty home), except by 'profiles', which works on the main home's list.
     if args.command == "profiles":

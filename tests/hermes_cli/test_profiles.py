@@ -68,6 +68,12 @@ def test_create_list_and_use(hermes_home):
     assert empty.stdout.strip() == str(hermes_home / "config.toml"), "an empty variable is unset"
     listed = hermes_editor("--profile", "work", "sessions", "list", "--json")
     assert sorted(s["id"] for s in json.loads(listed.stdout)) == ["work-1", "work-2"]
+    # After the command too, as people type it.
+    for after in (["--profile", "work"], ["--profile=work"]):
+        listed = hermes_editor("sessions", "list", *after, "--json")
+        assert listed.returncode == 0 and sorted(s["id"] for s in json.loads(listed.stdout)) == ["work-1", "work-2"], listed.stderr
+    typo = hermes_editor("sessions", "list", "--profile", "wrok")
+    assert typo.returncode == 2 and "no profile named 'wrok'" in typo.stderr
     status = json.loads(hermes_editor("--profile", "work", "status", "--json").stdout)
     assert status["profile"] == {"name": "work", "home": str(work)}
     assert "profile 'work'" in hermes_editor("--profile", "work", "doctor", "--timeout", "1").stdout.splitlines()[0]
