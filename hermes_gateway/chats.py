@@ -2,7 +2,9 @@
 
 A turn streams into one message, edited at the platform's rate (``Limits.edit_interval``); when
 the turn ends the reply is split for the platform and numbered (``conversation.send_long``).
-Platforms that cannot edit get the whole reply at the end, with "typing" shown meanwhile.
+Platforms that cannot edit get the whole reply at the end, with "typing" shown meanwhile. A reply
+that is done within a moment goes out as one message: the first draft waits ``FIRST_DRAFT_AFTER``
+and "typing" ``TYPING_AFTER``, so a quick answer costs one platform call instead of three.
 Questions from the approval policy go through ``conversation.Questions``.
 """
 
@@ -37,6 +39,8 @@ __all__ = ["Conversation", "Conversations"]
 log = logging.getLogger(__name__)
 
 TYPING_EVERY = 4.0
+TYPING_AFTER = 0.5  # seconds into a turn before "typing" is shown (a reply by then needs none)
+FIRST_DRAFT_AFTER = 1.0  # seconds into a reply before its first draft (or the edit interval, if shorter)
 
 
 class _Stream:
@@ -55,11 +59,21 @@ class _Stream:
         self.message_id: str | None = None
         self._last = 0.0
         self._sending: asyncio.Task[None] | None = None
+        # No draft before this: a reply done by then is sent whole, as one message.
+        self._first = time.monotonic() + min(FIRST_DRAFT_AFTER, self.interval)
+        self._waiting: asyncio.TimerHandle | None = None
 
     def update(self, *, force: bool = False) -> None:
         if not self.platform.limits.edits:
             return
         now = time.monotonic()
+        if not force and now < self._first:
+            if self._waiting is None:  # the first draft goes out then, even if nothing new comes
+                self._waiting = asyncio.get_running_loop().call_at(self._first, self.update)
+            return
+        if self._waiting is not None:  # its time has come (or a forced draft goes first)
+            self._waiting.cancel()
+            self._waiting = None
         if not force and now - self._last < self.interval:
             return
         if self._sending is not None and not self._sending.done():
@@ -80,11 +94,19 @@ class _Stream:
 
     async def settle(self) -> None:
         """Wait for the draft in flight, if any (before anything else is sent to the chat, so the
-        chat shows things in the order they happened)."""
+        chat shows things in the order they happened); a first draft still waiting goes now."""
+        if self._waiting is not None and self._first != float("inf"):
+            self._waiting.cancel()
+            self._waiting = None
+            self.update(force=True)
         if self._sending is not None and not self._sending.done():
             await asyncio.wait([self._sending])
 
     async def finish(self, footer: str = "") -> str:
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+        self._first = float("inf")  # no draft after this
         await self.settle()  # the reply replaces the draft: its message id is needed
         body = "".join(self.text).strip()
         if footer:
@@ -413,6 +435,7 @@ class Conversations:
             await platform.send(conversation.place, f"⚠️ {line}")
 
     async def _typing(self, platform: Platform, place: Place) -> None:
+        await asyncio.sleep(TYPING_AFTER)
         while True:
             try:
                 await platform.typing(place)

@@ -18,7 +18,9 @@ GROUP = -100200
 def test_chat_streams_and_splits_a_long_reply(hermes_home, project, telegram):
     paragraph = "A **bold** claim with `code` & <angle> brackets. " * 12
     reply = "\n\n".join(f"{i}. {paragraph}" for i in range(40)) + "\n\n```python\n" + "print('x')\n" * 300 + "```"
-    with ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000}]) as model, start(hermes_home, project, telegram, model) as gateway:
+    # Streamed over about two seconds: past the first draft's moment, so a draft is edited.
+    spec = {"text": reply, "chunk_size": 2000, "delay": 0.15}
+    with ScriptedOpenAIServer([spec]) as model, start(hermes_home, project, telegram, model) as gateway:
         telegram.send_user_message(OWNER, "write me an essay")
         telegram.wait_for(lambda: len([m for m in telegram.sent(OWNER) if m["text"].startswith("(")]) >= 3, 30, "numbered chunks")
         gateway.stop()

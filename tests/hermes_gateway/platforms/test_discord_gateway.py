@@ -100,7 +100,8 @@ def test_a_reply_streams_into_one_message_by_edits(hermes_home, project, discord
 def test_a_long_reply_is_split_into_numbered_messages_within_the_limit(hermes_home, project, discord):
     paragraph = "A **bold** claim with `code` & <angle> brackets. " * 12
     reply = "\n\n".join(f"{i}. {paragraph}" for i in range(40)) + "\n\n```python\n" + "print('x')\n" * 300 + "```"
-    with ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000}]) as model, run(hermes_home, project, discord, model):
+    # Streamed over about two seconds: past the first draft's moment, so a draft is edited.
+    with ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000, "delay": 0.15}]) as model, run(hermes_home, project, discord, model):
         discord.dm(ADA, "write me an essay")
         discord.wait_for(
             lambda: any((m := NUMBERED.match(s["content"])) and m.group(1) == m.group(2) for s in discord.sent_to(ADA)),

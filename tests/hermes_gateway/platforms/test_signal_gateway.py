@@ -82,7 +82,11 @@ def test_a_long_reply_arrives_whole_split_into_numbered_messages(hermes_home, pr
     ada = signal_cli.user("Ada")
     paragraph = "A **bold** claim with `code` & <angle> brackets. " * 12
     reply = "\n\n".join(f"{i}. {paragraph}" for i in range(30)) + "\n\n```python\n" + "print('x')\n" * 150 + "```"
-    with ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000}]) as model, run(hermes_home, project, signal_cli, model, allowed=(ada,)):
+    # Streamed over more than a moment: long enough that "typing" is shown meanwhile.
+    with (
+        ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000, "delay": 0.15}]) as model,
+        run(hermes_home, project, signal_cli, model, allowed=(ada,)),
+    ):
         signal_cli.message(ada, "write me an essay")
         last = signal_cli.wait_for(
             lambda: next((t for t in texts(signal_cli, ada.uuid) if re.match(r"\((\d+)/\1\)", t)), None), 30, "the last chunk"

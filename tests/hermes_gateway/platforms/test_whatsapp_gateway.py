@@ -116,7 +116,8 @@ def test_unsigned_events_are_refused_by_the_running_gateway(hermes_home, project
 def test_a_long_reply_arrives_whole_split_into_numbered_messages(hermes_home, project, whatsapp):
     paragraph = "A **bold** claim with `code` & <angle> brackets. " * 12
     reply = "\n\n".join(f"{i}. {paragraph}" for i in range(40)) + "\n\n```python\n" + "print('x')\n" * 300 + "```"
-    with ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000}]) as model, run(hermes_home, project, whatsapp, model):
+    # Streamed over more than a moment: long enough that "typing" is shown meanwhile.
+    with ScriptedOpenAIServer([{"text": reply, "chunk_size": 2000, "delay": 0.15}]) as model, run(hermes_home, project, whatsapp, model):
         asked = say(whatsapp, ADA, "write me an essay")
         last = whatsapp.wait_for(lambda: next((t for t in whatsapp.texts(ADA) if re.match(r"\((\d+)/\1\)", t)), None), 30, "the last chunk")
         total = int(last[1 : last.index("/")])
