@@ -47,6 +47,7 @@ __all__ = [
     "fingerprint",
     "index_screened",
     "index_text",
+    "is_skill_name",
     "offered",
     "parse_front_matter",
     "patch_skill",
@@ -60,6 +61,13 @@ Origin = Literal["project", "personal", "bundled"]
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_DESCRIPTION = 1024
 MAX_SKILL_CHARS = 100_000
+
+
+def is_skill_name(name: str) -> bool:
+    """Whether ``name`` may name a skill: lowercase letters, digits and hyphens, at most 64 (its folder's name)."""
+    return bool(_NAME.match(name))
+
+
 VIEW_CHARS = 40_000
 
 

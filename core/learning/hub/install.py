@@ -22,13 +22,13 @@ from core.learning.hub import sources as hub_sources
 from core.learning.hub.screen import SkillFile, read_skill, tree_hash
 from core.learning.hub.sources import Candidate, Source
 from core.learning.hub.state import HubError, is_pinned, locked, record
+from core.learning.skills import is_skill_name
 
 if TYPE_CHECKING:
     from core.learning_config import SkillsSettings
 
 __all__ = ["Installed", "UpdatePlan", "apply_update", "edited_message", "install", "plan_update", "remove", "search", "source_summary"]
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -171,7 +171,7 @@ def _stage(
     """Screen one fetched skill and write it to a temporary folder beside its final place:
     (name, staged folder, record). Raises before anything is written when it must."""
     name = as_name or candidate.name
-    if not _NAME.match(name):
+    if not is_skill_name(name):
         raise HubError(
             f"the source names a skill {candidate.name!r}, which is not a skill name (lowercase letters, digits and hyphens, "
             "at most 64); install it under another with --as NAME"
@@ -413,13 +413,13 @@ def remove(name: str, projects: tuple[Path, ...] = ()) -> Path:
     from core.learning.skills import find, personal_dir
 
     folder = personal_dir() / name
-    if _NAME.match(name) and not folder.exists() and record(name) is not None:
+    if is_skill_name(name) and not folder.exists() and record(name) is not None:
         with locked() as data:
             data["installed"].pop(name, None)
             data["pins"].pop(name, None)
         raise HubError(f"{name!r} was installed but its folder {folder} is gone; its record is forgotten now")
-    if not _NAME.match(name) or not (folder / "SKILL.md").is_file():
-        found = find(name, projects) if _NAME.match(name) else None
+    if not is_skill_name(name) or not (folder / "SKILL.md").is_file():
+        found = find(name, projects) if is_skill_name(name) else None
         if found is None:
             raise HubError(f"no skill named {name!r} (hermes-editor skills list shows them)")
         if found.origin == "bundled":

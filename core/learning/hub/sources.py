@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from core.learning.hub.state import HubError
+from core.learning.skills import is_skill_name
 
 if TYPE_CHECKING:
     from core.learning_config import SkillSourceConfig, SkillsSettings
@@ -42,7 +43,6 @@ _SHORTHAND = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)/([A-Za-z0-9_][A-Za-z0-9
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9_.-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s:]")
 _GIT_SCHEMES = ("https://", "http://", "git://", "ssh://", "file://")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
-_SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_INDEX_BYTES = 5_000_000
 SKILL_SEARCH_DEPTH = 3
 
@@ -318,7 +318,7 @@ def read_index(source: Source, settings: SkillsSettings) -> list[Candidate]:
 
 def _index_entry(entry: Any, index: Source, settings: SkillsSettings) -> Candidate | None:
     """One index entry as a Candidate; None for an entry that is not usable (no name, a bad repo)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not _SKILL_NAME.match(entry["name"]):
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not is_skill_name(entry["name"]):
         return None  # a name no skill may have (a path, escapes, capitals) is not offered
     where: dict[str, Any] = entry["source"] if isinstance(entry.get("source"), dict) else entry
     repo = where.get("repo") or where.get("git") or where.get("url")
