@@ -95,18 +95,15 @@ class _Stream:
     async def settle(self) -> None:
         """Wait for the draft in flight, if any (before anything else is sent to the chat, so the
         chat shows things in the order they happened); a first draft still waiting goes now."""
-        if self._waiting is not None and self._first != float("inf"):
-            self._waiting.cancel()
-            self._waiting = None
-            self.update(force=True)
+        if self._waiting is not None:
+            self.update(force=True)  # cancels the wait
         if self._sending is not None and not self._sending.done():
             await asyncio.wait([self._sending])
 
     async def finish(self, footer: str = "") -> str:
-        if self._waiting is not None:
+        if self._waiting is not None:  # no draft now: the reply goes whole
             self._waiting.cancel()
             self._waiting = None
-        self._first = float("inf")  # no draft after this
         await self.settle()  # the reply replaces the draft: its message id is needed
         body = "".join(self.text).strip()
         if footer:
