@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
     [
         ("acp_startup.py", ["--rounds", "1"], "first_session_ms"),
         ("acp_startup.py", ["--rounds", "1", "--code", ".", "--acpx"], "code_over_ours"),
+        ("first_answer_budget.py", ["--rounds", "1"], "parts_cpu_ms"),
         ("acp_cancel.py", ["--rounds", "1"], "cancel_during_command_ms"),
         ("first_request.py", [], "bytes"),
         ("acp_replay.py", ["--rounds", "1", "--messages", "200"], "load_ms"),
