@@ -21,18 +21,22 @@ CLI does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from core.config import home
 from core.paths import is_secret_path, protected_reason, within
 from core.store import SessionStore
-from core.store.jobs import Destination, DestinationError, JobRecord, parse_destination, scheduler_running
-from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
 from core.tools.context import ToolContext
 from core.tools.errors import ToolError
 from core.tools.registry import ToolOutput, tool
+
+if TYPE_CHECKING:
+    from core.store.jobs import Destination, JobRecord
+
+# The job store and the schedule parser (croniter, time zones) load when the tool is first called:
+# most sessions never call it.
 
 __all__ = ["cron"]
 
@@ -88,6 +92,8 @@ _NO_SCHEDULER = (
 
 def _destinations(ctx: ToolContext, given: list[str]) -> tuple[list[Destination], list[str]]:
     """The destinations the call named, and why each that reaches outside the project needs a question every time."""
+    from core.store.jobs import DestinationError, parse_destination
+
     root = ctx.roots[0]
     found: list[Destination] = []
     outside: list[str] = []
@@ -130,7 +136,8 @@ def _where(job: JobRecord, ctx: ToolContext) -> str:
 async def cron(ctx: ToolContext, args: CronArgs) -> ToolOutput:
     """List, add, pause, resume, remove or run scheduled jobs, or show a job's recent runs. Jobs run in this project;
     results are kept for `hermes-editor cron runs`, go to this chat if there is one, and to files or webhooks named in deliver."""
-    from core.store.jobs import JobStore
+    from core.store.jobs import JobStore, scheduler_running
+    from core.store.schedule import ScheduleError, fmt_time, local_zone, parse_schedule
 
     owners = ctx.settings.owners
     store = ctx.session_store()
