@@ -69,6 +69,9 @@ SUMMARY_PROMPT = (
 CHARS_PER_TOKEN = 3.5
 PRUNED = "[tool output pruned to save context: {n} characters; the whole output is kept: {read}]"
 CUT = "\n[… tool output cut to save context: characters {start}-{end} of {total} left out here; the whole output is kept: {read}]\n"
+CUT_PROMPT = (
+    "\n[… message cut to fit the context window: characters {start}-{end} of {total} left out here; the whole message is kept: {read}]\n"
+)
 READ_BACK = 'session_search(session_id="{sid}", seq={seq}, offset={offset}, limit={limit}) reads {what}'
 _KEEP_OUTPUT = 400
 _HEAD_CHARS = 4000
@@ -112,11 +115,14 @@ class Budget:
     output_chars: int  # a tool output is cut to this many characters (0: never)
     head_chars: int  # of the first user message shown above a summary
     summary_tokens: int  # the longest summary asked for
+    # A user message's text is cut to this many characters (0: never): half the room the fixed
+    # part leaves, so that a pasted log or file cannot by itself carry a request past the limit.
+    prompt_chars: int = 0
 
     @classmethod
     def of(cls, settings: LearningSettings, window: int, fixed: int) -> Budget:
         if window <= 0:
-            return cls(0, 0, fixed, 0, 0, _HEAD_CHARS, 4096)
+            return cls(0, 0, fixed, 0, 0, _HEAD_CHARS, 4096, 0)
         # The wire wraps each tool schema and call in a little more JSON than the estimate counts.
         limit = int(settings.compress_at * window) - fixed // 10
         room = max(limit - fixed, limit // 4)  # a window the fixed part nearly fills still gets some
@@ -126,11 +132,17 @@ class Budget:
         per_step = (limit - target) // 5
         output_chars = max(int((per_step - 120) * CHARS_PER_TOKEN), 2 * _MIN_CLIP)
         head_chars = min(_HEAD_CHARS, max(int(room * CHARS_PER_TOKEN) // 10, 200))
-        return cls(window, limit, fixed, target, output_chars, head_chars, min(4096, max(room // 5, 256)))
+        prompt_chars = max(int(room * CHARS_PER_TOKEN) // 2, 2 * _MIN_CLIP)
+        return cls(window, limit, fixed, target, output_chars, head_chars, min(4096, max(room // 5, 256)), prompt_chars)
 
     def reply_tokens(self, max_tokens: int) -> int:
         """The ``max_tokens`` of a request: what the window leaves above the input limit."""
-        return min(max_tokens, max(self.window - self.limit - self.fixed // 10, 1)) if self.window else max_tokens
+        return min(max_tokens, self.reply_room) if self.window else max_tokens
+
+    @property
+    def reply_room(self) -> int:
+        """The most a reply may take: what the window leaves above the input limit (0: no window)."""
+        return max(self.window - self.limit - self.fixed // 10, 1) if self.window else 0
 
 
 class MessageSizes:
@@ -206,6 +218,7 @@ class _KeptView:
     history: list[Message]
     state: Compression | None
     output_chars: int
+    prompt_chars: int
     length: int
     last: Message | None
     view: list[Message]
@@ -215,7 +228,7 @@ class _KeptView:
 _views: dict[str, _KeptView] = {}
 
 
-def _current_view(session: Conversation, output_chars: int) -> tuple[list[Message], int]:
+def _current_view(session: Conversation, output_chars: int, prompt_chars: int = 0) -> tuple[list[Message], int]:
     """The session's request view (a new list) and its messages' characters: built once, then
     extended by the messages a step adds while the compression and the budget stay the same."""
     history, state = session.history, session.compression
@@ -225,17 +238,18 @@ def _current_view(session: Conversation, output_chars: int) -> tuple[list[Messag
         and kept.history is history
         and kept.state is state
         and kept.output_chars == output_chars
+        and kept.prompt_chars == prompt_chars
         and kept.length <= len(history)
         and (kept.last is None or history[kept.length - 1] is kept.last)
     ):
         shown_state = state or Compression()
-        new = [_show(history[i], i, shown_state, session.id, output_chars) for i in range(kept.length, len(history))]
+        new = [_show(history[i], i, shown_state, session.id, output_chars, prompt_chars) for i in range(kept.length, len(history))]
         kept.view.extend(new)
         kept.chars += sum(message_sizes.size(m) for m in new)
     else:
-        view = request_view(history, state, session_id=session.id, output_chars=output_chars)
+        view = request_view(history, state, session_id=session.id, output_chars=output_chars, prompt_chars=prompt_chars)
         view = view if view is not history else list(history)
-        kept = _KeptView(history, state, output_chars, 0, None, view, sum(message_sizes.size(m) for m in view))
+        kept = _KeptView(history, state, output_chars, prompt_chars, 0, None, view, sum(message_sizes.size(m) for m in view))
         _views.pop(session.id, None)
         if len(_views) >= 64:  # the sessions stepped most recently; a closed one's history goes
             _views.pop(next(iter(_views)))
@@ -251,9 +265,9 @@ def _read_back(session_id: str, index: int, offset: int, length: int, chunk: int
     return text + (" (each answer says where the next part starts)" if length > limit else "")
 
 
-def cut_output(content: str, chars: int, *, session_id: str, index: int, chunk: int) -> str:
+def cut_output(content: str, chars: int, *, session_id: str, index: int, chunk: int, template: str = CUT) -> str:
     """``content`` cut to about ``chars`` characters, its head and its tail, on line ends where it
-    can; the marker between them says which characters were left out and how to read them."""
+    can; the marker between them (``template``) says which characters were left out and how to read them."""
     if len(content) <= chars:
         return content
     keep = max(chars, _MIN_CLIP)
@@ -267,7 +281,7 @@ def cut_output(content: str, chars: int, *, session_id: str, index: int, chunk: 
         tail_start = newline + 1
     left_out = tail_start - head_end
     read = _read_back(session_id, index, head_end, left_out, chunk, "them")
-    marker = CUT.format(start=head_end + 1, end=tail_start, total=len(content), read=read)
+    marker = template.format(start=head_end + 1, end=tail_start, total=len(content), read=read)
     return content[:head_end] + marker + content[tail_start:]
 
 
@@ -276,18 +290,19 @@ def stub_output(content: str, *, session_id: str, index: int, chunk: int) -> str
 
 
 class _Shown:
-    """Tool results as requests show them (stubbed or cut), made once per message and way of
-    showing: the same object every step keeps the request bytes and the size cache stable."""
+    """Messages as requests show them (tool results stubbed or cut, long user messages cut), made
+    once per message and way of showing: the same object every step keeps the request bytes and
+    the size cache stable."""
 
     def __init__(self, limit: int = 4096) -> None:
         self.limit = limit
         self._entries: dict[int, tuple[weakref.ref[Message], tuple[object, ...], Message]] = {}
 
-    def get(self, message: ToolResultMessage, key: tuple[object, ...], make: Callable[[], str]) -> Message:
+    def get(self, message: Message, key: tuple[object, ...], make: Callable[[], Message]) -> Message:
         entry = self._entries.get(id(message))
         if entry is not None and entry[0]() is message and entry[1] == key:
             return entry[2]
-        shown = message.model_copy(update={"content": make(), "diffs": []})
+        shown = make()
         if len(self._entries) >= self.limit:
             self._entries = {k: v for k, v in self._entries.items() if v[0]() is not None}
             if len(self._entries) >= self.limit // 2:
@@ -300,22 +315,43 @@ _shown = _Shown()
 _openings: dict[tuple[str, str], Message] = {}
 
 
-def _show(message: Message, index: int, state: Compression, session_id: str, output_chars: int) -> Message:
+def _show(message: Message, index: int, state: Compression, session_id: str, output_chars: int, prompt_chars: int = 0) -> Message:
     """One message of the history as requests show it."""
+    chunk = (output_chars or 4000) - 400
+    if isinstance(message, UserMessage):
+        if not prompt_chars or len(message.text) <= prompt_chars:
+            return message
+        key: tuple[object, ...] = ("prompt", session_id, index, prompt_chars, chunk)
+        return _shown.get(message, key, lambda: _cut_prompt(message, prompt_chars, session_id=session_id, index=index, chunk=chunk))
     if not isinstance(message, ToolResultMessage):
         return message
     content = message.content
-    chunk = (output_chars or 4000) - 400
     if index < state.prune_before:
         if len(content) <= _KEEP_OUTPUT:
             return message
-        key: tuple[object, ...] = ("stub", session_id, index, chunk)
-        return _shown.get(message, key, lambda: stub_output(content, session_id=session_id, index=index, chunk=chunk))
+        key = ("stub", session_id, index, chunk)
+        return _shown.get(
+            message, key, lambda: _with_content(message, stub_output(content, session_id=session_id, index=index, chunk=chunk))
+        )
     chars = state.clip_chars if index < state.clip_before else output_chars
     if not chars or len(content) <= chars:
         return message
     key = ("cut", session_id, index, chars, chunk)
-    return _shown.get(message, key, lambda: cut_output(content, chars, session_id=session_id, index=index, chunk=chunk))
+    return _shown.get(
+        message, key, lambda: _with_content(message, cut_output(content, chars, session_id=session_id, index=index, chunk=chunk))
+    )
+
+
+def _with_content(message: ToolResultMessage, content: str) -> Message:
+    return message.model_copy(update={"content": content, "diffs": []})
+
+
+def _cut_prompt(message: UserMessage, chars: int, *, session_id: str, index: int, chunk: int) -> Message:
+    """A user message whose text is cut to about ``chars`` characters (head and tail, the marker
+    between them naming the part left out); its images stay, after the text."""
+    text = cut_output(message.text, chars, session_id=session_id, index=index, chunk=chunk, template=CUT_PROMPT)
+    images = [p for p in message.parts if not isinstance(p, TextPart)]
+    return UserMessage(parts=[TextPart(text=text), *images])
 
 
 def prune_outputs(messages: list[Message], before: int, *, session_id: str = "") -> list[Message]:
@@ -324,16 +360,18 @@ def prune_outputs(messages: list[Message], before: int, *, session_id: str = "")
     return [_show(m, i, state, session_id, 0) for i, m in enumerate(messages)]
 
 
-def request_view(history: list[Message], state: Compression | None, *, session_id: str = "", output_chars: int = 0) -> list[Message]:
+def request_view(
+    history: list[Message], state: Compression | None, *, session_id: str = "", output_chars: int = 0, prompt_chars: int = 0
+) -> list[Message]:
     """The messages a request is built from (before ``repair_history``); tool outputs past the
-    compression's cuts are cut to ``output_chars`` (0: shown whole)."""
+    compression's cuts are cut to ``output_chars``, user messages to ``prompt_chars`` (0: shown whole)."""
     if state is None:
-        if not output_chars:
+        if not output_chars and not prompt_chars:
             return history
         state = Compression()
     summarised = bool(state.summary) and state.tail_from > 0
     start = state.tail_from if summarised else 0
-    tail = [_show(history[i], i, state, session_id, output_chars) for i in range(start, len(history))]
+    tail = [_show(history[i], i, state, session_id, output_chars, prompt_chars) for i in range(start, len(history))]
     if not summarised:
         return tail
     head = _head_text(history)[: state.head_chars]
@@ -446,9 +484,11 @@ async def compress(
 
     def size(state: Compression | None) -> int:
         # Without repair_history: it only adds results to calls a crash left unanswered.
-        return estimate_tokens(session.system, specs, request_view(history, state, session_id=sid, output_chars=budget.output_chars))
+        view = request_view(history, state, session_id=sid, output_chars=budget.output_chars, prompt_chars=budget.prompt_chars)
+        return estimate_tokens(session.system, specs, view)
 
-    current = int((_fixed_chars(session.system, specs) + _current_view(session, budget.output_chars)[1]) / CHARS_PER_TOKEN)
+    shown = _current_view(session, budget.output_chars, budget.prompt_chars)[1]
+    current = int((_fixed_chars(session.system, specs) + shown) / CHARS_PER_TOKEN)
     if not budget.window:
         if not force:
             return False
@@ -540,9 +580,14 @@ def shown_history(session: Conversation, specs: list[ToolSpec], settings: Learni
     """The session's history as its next request shows it (before ``repair_history``): the
     compression applied and every tool output within the window's budget."""
     budget = Budget.of(settings, session.context_window, estimate_tokens(session.system, specs, []))
-    return _current_view(session, budget.output_chars)[0]
+    return _current_view(session, budget.output_chars, budget.prompt_chars)[0]
 
 
 def reply_tokens(session: Conversation, settings: LearningSettings, max_tokens: int) -> int:
     """The ``max_tokens`` of the session's next request: no more than its window leaves."""
     return Budget.of(settings, session.context_window, 0).reply_tokens(max_tokens)
+
+
+def reply_room(session: Conversation, settings: LearningSettings) -> int:
+    """The most output tokens the session's window leaves a reply (0: the window is unknown)."""
+    return Budget.of(settings, session.context_window, 0).reply_room

@@ -183,3 +183,58 @@ async def test_in_a_large_window_the_same_turn_sends_every_output_whole_and_neve
     assert bodies[-1]["max_completion_tokens"] == 8192  # the configured reply length: the window has room for it
     shown = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "tool"]
     assert all(line in shown[i] for i in range(FILES) for line in _file(i).splitlines())
+
+
+PROMPT_CUT = re.compile(r"\n\[… message cut to fit the context window: [^\n]*\]\n")
+
+
+async def test_a_pasted_log_larger_than_the_window_is_cut_in_requests_and_reads_back(hermes_home, project):
+    log = "".join(f"2026-12-02T10:{n // 60 % 60:02d}:{n % 60:02d} worker-{n % 5} processed batch {n} in {n % 97} ms\n" for n in range(1500))
+    assert len(log) / 3.5 > 2 * WINDOW  # alone, it would pass the window twice
+    state: dict = {"read": None, "shown": None, "marker": None}
+
+    def model(body: dict) -> dict:
+        if _is_summary(body):
+            return {"text": "SUMMARY: the user pasted a log; reading it back."}
+        last = _text(body["messages"][-1])
+        if state["shown"] is None:
+            marker = PROMPT_CUT.search(last)
+            assert marker is not None, last[:300]
+            state["shown"], state["marker"] = (last[: marker.start()], last[marker.end() :]), marker.group(0)
+            sid, seq, offset, limit = READ_BACK.search(marker.group(0)).groups()
+            arguments = {"session_id": sid, "seq": int(seq), "offset": int(offset), "limit": int(limit)}
+            return {"tool_calls": [{"id": "r1", "name": "session_search", "arguments": arguments}]}
+        if state["read"] is None:
+            state["read"] = last
+        return {"text": "The log shows 1500 batches."}
+
+    with ScriptedOpenAIServer(model) as server:
+        _configure(hermes_home, server.base_url)
+        client = Client(fs=False)
+        async with running_agent(client, agent_env(hermes_home, None)) as (conn, _, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            answer = await conn.prompt(session_id=sid, prompt=[acp.text_block("What does this log show?\n" + log)])
+            again = await conn.prompt(session_id=sid, prompt=[acp.text_block("Thanks.")])
+        bodies = [r.get("body", r) for r in server.requests]
+    assert answer.stop_reason == "end_turn" and again.stop_reason == "end_turn"
+    for body in bodies:
+        reply = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+        assert _estimate(body) + reply <= WINDOW, (_estimate(body), reply)
+    usage = client.of_kind("usage_update")
+    assert usage and all(u.used <= WINDOW for u in usage), [u.used for u in usage]
+    # Head and tail were shown, the marker saying which characters are left out; reading from
+    # the first of them gives the stored text's next characters.
+    whole = "What does this log show?\n" + log
+    head, tail = state["shown"]
+    assert whole.startswith(head) and whole.endswith(tail) and len(head) + len(tail) < len(whole) / 4
+    assert f"characters {len(head) + 1}-{len(whole) - len(tail)} of {len(whole)}" in state["marker"]
+    header, _, part = state["read"].partition("\n")
+    assert header.startswith(f"Session {sid}, message 1 (user), characters {len(head) + 1}-")
+    part = MORE.sub("", part)
+    assert part and whole[len(head) :].startswith(part)
+    # The next turn's requests show the message cut the same way (the cached prefix holds).
+    assert bodies[-1]["messages"][1] == bodies[0]["messages"][1]
+    # The store keeps the message whole.
+    async with SessionStore.open(hermes_home / "state.db") as store:
+        stored = [m.message for m in await store.messages(sid)]
+    assert stored[0].kind == "user" and stored[0].text == whole
