@@ -29,7 +29,7 @@ from core.events import (
 from core.host.local import Host
 from core.host.processes import is_background_note, take_ended
 from core.host.sandbox import status as sandbox_status
-from core.learning.compression import Compression, Summariser, compress, reply_tokens, shown_history, summarise
+from core.learning.compression import Compression, Summariser, compress, reply_room, reply_tokens, shown_history, summarise
 from core.learning.context import LearningSettings
 from core.learning.personality import PERSONALITY_KEY
 from core.messages import (
@@ -400,6 +400,7 @@ class Agent:
             # The same text on every step of the turn; the adapter puts it after the cached prefix.
             ephemeral=turn.nudge,
             reasoning_effort=session.reasoning_effort,
+            reply_room=reply_room(session, self.learning),
         )
         turn.partial = []
         done = await self._charged(session, request, on_event=turn.show)

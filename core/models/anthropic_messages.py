@@ -30,6 +30,8 @@ __all__ = ["AnthropicModel", "anthropic_messages", "anthropic_system", "anthropi
 _CACHE = {"type": "ephemeral"}
 # Extended-thinking budgets (tokens) for the reasoning effort levels.
 _THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
+_MIN_THINKING = 1024  # the API's smallest thinking budget
+_ANSWER_ROOM = 1024  # tokens of max_tokens kept for the answer when a small window squeezes thinking
 _STOP = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -62,9 +64,15 @@ class AnthropicModel(SdkModel):
             params["tools"] = anthropic_tools(request.tools)
         budget = _THINKING_BUDGET.get(request.reasoning_effort or "")
         if budget and self.profile.reasoning_levels:
-            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-            # The budget counts against max_tokens, which must stay larger.
-            params["max_tokens"] = max(request.max_tokens, budget + 4096)
+            # The budget counts against max_tokens, which must stay larger (by room for the answer),
+            # and within what the context window leaves: a small window thinks less, or not at all.
+            max_tokens = max(request.max_tokens, budget + 4096)
+            if request.reply_room:
+                max_tokens = min(max_tokens, max(request.reply_room, request.max_tokens))
+                budget = min(budget, max_tokens - _ANSWER_ROOM)
+            if budget >= _MIN_THINKING:
+                params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+                params["max_tokens"] = max_tokens
         return params
 
     async def _open(self, client: AsyncAnthropic, request: ModelRequest) -> Any:

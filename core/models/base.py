@@ -46,6 +46,9 @@ class ModelRequest:
     ephemeral: str | None = None
     # "low" | "medium" | "high" for models that take a reasoning effort; None sends nothing.
     reasoning_effort: str | None = None
+    # The most output tokens the context window leaves beside this request's input (0: the
+    # window is unknown): an adapter that raises max_tokens (room for thinking) stays under it.
+    reply_room: int = 0
 
 
 @dataclass(frozen=True, slots=True)

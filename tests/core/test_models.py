@@ -344,6 +344,24 @@ async def test_anthropic_request_shape_and_cache_breakpoints():
     assert json.dumps(body).count("cache_control") == 3
 
 
+@pytest.mark.parametrize(
+    "room, effort, budget, max_tokens",
+    [
+        (0, "high", 24576, 28672),  # no window known: room for the whole budget and the answer
+        (40_000, "high", 24576, 28672),  # a large window leaves that room
+        (10_000, "high", 8976, 10_000),  # a smaller one: less thinking, within what it leaves
+        (1_600, "low", None, 1_600),  # too small to think: the answer alone
+    ],
+)
+async def test_anthropic_thinking_stays_within_the_room_the_window_leaves(room, effort, budget, max_tokens):
+    with ScriptedAnthropicServer([{"text": "ok"}]) as server:
+        request = ask(max_tokens=min(8192, room or 8192), reasoning_effort=effort, reply_room=room)
+        await collect(anthropic_model(server), request)
+    body = server.requests[0]
+    assert body["max_tokens"] == max_tokens
+    assert body.get("thinking") == ({"type": "enabled", "budget_tokens": budget} if budget else None)
+
+
 # -- error classification ---------------------------------------------------------------------------
 
 SERVERS = {"openai": (ScriptedOpenAIServer, openai_model), "anthropic": (ScriptedAnthropicServer, anthropic_model)}
