@@ -1,50 +1,55 @@
 """A stored conversation as ACP session updates, for ``session/load``.
 
 Built only from what was persisted, so what replays is exactly what was saved. The store is
-read a page at a time and each page's updates are sent before the next is read, so a long
-session replays in bounded memory. Updates are made as the JSON the SDK would send for its
-models (``serialize_params``: aliases, no None or default fields, ``oldText: null`` for a new
-file), without building the models: a replay sends tens of thousands of them.
+read a page at a time (the next while this one's updates are sent), so a long session replays
+in bounded memory.
+
+A replay sends tens of thousands of updates, so each is written straight as its JSON text from
+the message's stored JSON: no models are built, neither the messages' nor the SDK's. The text is
+what the SDK would send for its models (``serialize_params``: aliases, no None or default
+fields, ``oldText: null`` for a new file), encoded as the transport encodes a message (compact,
+not ASCII-escaped); ``tests/hermes_acp/test_replay_bytes.py`` holds it to that byte for byte.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Mapping
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.events import DiffContent, Notice, TerminalContent, TextContent, ToolContent
 from core.host.processes import is_background_note, notice_of_note
-from core.messages import (
-    AssistantMessage,
-    ImagePart,
-    Message,
-    SummaryMessage,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultMessage,
-    UserMessage,
-)
+from core.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage, dump_message, load_message
 from core.tools.dispatch import shown_path
 from core.tools.registry import Tool
 
 if TYPE_CHECKING:
     from core.store import SessionStore
 
-__all__ = ["PAGE", "Replay", "replay_updates", "send_replay", "subagent_content"]
+__all__ = ["PAGE", "PAGE_CHARS", "Replay", "replay_updates", "send_replay", "subagent_content"]
 
 MAX_REPLAYED_OUTPUT = 4000
-# Messages read from the store at a time.
+# Messages read from the store at a time, at most; and about how many characters of their
+# stored JSON (large messages make shorter pages: whole tool outputs, files in diffs, images).
 PAGE = 500
+PAGE_CHARS = 4_000_000
 
 Update = dict[str, Any]
+# A JSON string, as the transport's encoder writes one (the C function it uses itself).
+_str = encode_basestring
+# Any other JSON value, as the transport writes it.
+_value = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+
+_COMPACTED = _str("\n\n*Earlier conversation compacted into a summary.*\n\n")
+_INTERRUPTED = ',"status":"failed","rawOutput":{"output":"Interrupted before a result."},"sessionUpdate":"tool_call_update"}'
 
 
 class Replay:
     """Every update the user saw, in order, message by message: their messages, replies,
-    thoughts, tool calls, plans.
+    thoughts, tool calls, plans; each as its JSON text.
 
     ``extra``: content shown at the end of a tool call besides its own (a delegate call's
     subagents); ``host``: the session's host, which names the paths diffs show."""
@@ -58,65 +63,116 @@ class Replay:
         self._unanswered: dict[str, None] = {}
         # Where a path a tool names is, by the path (sessions name the same files again and again).
         self._where: dict[str, str] = {}
+        # What each kind of message shows: its updates added to the list, the ids of its calls returned.
+        self._kinds: dict[str, Callable[[dict[str, Any], list[str]], list[str]]] = {
+            "user": self._user,
+            "assistant": self._assistant,
+            "summary": self._summary,
+        }
 
-    def updates(self, message: Message) -> list[Update]:
-        """The updates for the next stored message."""
-        out = [] if isinstance(message, ToolResultMessage) else self.finish()
-        if isinstance(message, UserMessage):
-            if is_background_note(message.text):
-                # The note the model got when a background command ended: the user saw a notice.
-                out.append(_dumped(_notice(notice_of_note(message.text))))
-            else:
-                for part in message.parts:
-                    if isinstance(part, TextPart) and part.text:
-                        out.append(_chunk("user_message_chunk", part.text))
-                    elif isinstance(part, ImagePart):
-                        image = {"data": part.data, "mimeType": part.media_type, "type": "image"}
-                        out.append({"content": image, "sessionUpdate": "user_message_chunk"})
-        elif isinstance(message, AssistantMessage):
-            for reply in message.parts:
-                if isinstance(reply, ThinkingPart) and reply.text and not reply.redacted:
-                    out.append(_chunk("agent_thought_chunk", reply.text))
-                elif isinstance(reply, TextPart) and reply.text:
-                    out.append(_chunk("agent_message_chunk", reply.text))
-            for call in message.tool_calls:
-                self._unanswered[call.id] = None
-                out.append(self._started(call))
-                if call.name == "update_plan":
-                    plan = _plan(call.arguments)
-                    if plan is not None:
-                        out.append(plan)
-        elif isinstance(message, SummaryMessage):
-            out.append(_chunk("agent_message_chunk", "\n\n*Earlier conversation compacted into a summary.*\n\n"))
-        elif isinstance(message, ToolResultMessage):
-            self._unanswered.pop(message.tool_call_id, None)
-            content = [_content(DiffContent(shown_path(self._host, d.path), d.old_text, d.new_text)) for d in message.diffs]
-            if not content and message.is_error:
-                content = [_content(TextContent(message.content[:MAX_REPLAYED_OUTPUT]))]
-            content += [_content(item) for item in self._extra.get(message.tool_call_id, [])]
-            update: Update = {"toolCallId": message.tool_call_id, "status": "failed" if message.is_error else "completed"}
-            if content:
-                update["content"] = content
-            if message.content:
-                update["rawOutput"] = {"output": message.content[:MAX_REPLAYED_OUTPUT]}
-            update["sessionUpdate"] = "tool_call_update"
-            out.append(update)
+    def stored(self, contents: list[str]) -> list[str]:
+        """The updates for the next stored messages, given as the store holds them (their JSON).
+
+        The store holds only what :func:`~core.messages.dump_message` wrote, so the JSON is read
+        as it is, the whole page at once, without the models' checks; a message not read so (not
+        the shape that writes) goes through its model, which reads what it always read and
+        fails on what it always failed on."""
+        try:
+            messages = json.loads("[" + ",".join(contents) + "]")
+        except ValueError:
+            messages = None
+        if not isinstance(messages, list) or len(messages) != len(contents):
+            messages = [None] * len(contents)  # one of them is not one JSON value: each is read alone
+        out: list[str] = []
+        for message, content in zip(messages, contents, strict=True):
+            try:
+                out += self._updates(json.loads(content) if message is None else message)
+            except (LookupError, TypeError, AttributeError, ValueError):
+                out += self._updates(load_message(content).model_dump())
         return out
 
-    def finish(self) -> list[Update]:
+    def updates(self, message: Message) -> list[str]:
+        """The updates for the next message."""
+        return self._updates(json.loads(dump_message(message)))
+
+    def finish(self) -> list[str]:
         """Calls left without a result, closed as failed: a crash can leave one, and editors spin
         on a call that never ends."""
-        out = [
-            {
-                "toolCallId": call_id,
-                "status": "failed",
-                "rawOutput": {"output": "Interrupted before a result."},
-                "sessionUpdate": "tool_call_update",
-            }
-            for call_id in self._unanswered
-        ]
+        out = ['{"toolCallId":' + _str(call_id) + _INTERRUPTED for call_id in self._unanswered]
         self._unanswered.clear()
         return out
+
+    def _updates(self, message: dict[str, Any]) -> list[str]:
+        # Nothing changes until the message is read whole: a message that fails is read again.
+        kind = message["kind"]
+        if kind == "tool_result":
+            return self._result(message)
+        out: list[str] = []
+        calls = self._kinds[kind](message, out)
+        if self._unanswered:
+            out = self.finish() + out
+        for call_id in calls:
+            self._unanswered[call_id] = None
+        return out
+
+    def _user(self, message: dict[str, Any], out: list[str]) -> list[str]:
+        parts = message["parts"]
+        text = "".join(p["text"] for p in parts if p["kind"] == "text")
+        if is_background_note(text):
+            # The note the model got when a background command ended: the user saw a notice.
+            out.append(_value(_dumped(_notice(notice_of_note(text)))))
+            return []
+        for part in parts:
+            if part["kind"] == "text":
+                if part["text"]:
+                    out.append(_chunk("user_message_chunk", part["text"]))
+            elif part["kind"] == "image":
+                image = '{"content":{"data":' + _str(part["data"]) + ',"mimeType":' + _str(part["media_type"])
+                out.append(image + ',"type":"image"},"sessionUpdate":"user_message_chunk"}')
+            else:
+                raise ValueError(f"no user message part {part['kind']!r}")
+        return []
+
+    def _assistant(self, message: dict[str, Any], out: list[str]) -> list[str]:
+        calls = []
+        for part in message.get("parts", ()):
+            kind = part["kind"]
+            if kind == "text":
+                if part["text"]:
+                    out.append(_chunk("agent_message_chunk", part["text"]))
+            elif kind == "thinking":
+                if part["text"] and not part.get("redacted", False):
+                    out.append(_chunk("agent_thought_chunk", part["text"]))
+            elif kind == "tool_call":
+                calls.append(part)
+            else:
+                raise ValueError(f"no assistant message part {kind!r}")
+        for call in calls:
+            arguments = call.get("arguments", {})
+            out.append(self._started(call["id"], call["name"], arguments))
+            if call["name"] == "update_plan":
+                plan = _plan(arguments)
+                if plan is not None:
+                    out.append(_value(plan))
+        return [call["id"] for call in calls]
+
+    def _summary(self, message: dict[str, Any], out: list[str]) -> list[str]:
+        out.append('{"content":{"text":' + _COMPACTED + ',"type":"text"},"sessionUpdate":"agent_message_chunk"}')
+        return []
+
+    def _result(self, message: dict[str, Any]) -> list[str]:
+        call_id, output, failed = message["tool_call_id"], message["content"], message.get("is_error", False)
+        content = [_diff(shown_path(self._host, d["path"]), d["old_text"], d["new_text"]) for d in message.get("diffs", ())]
+        if not content and failed:
+            content = ['{"content":{"text":' + _str(output[:MAX_REPLAYED_OUTPUT]) + ',"type":"text"},"type":"content"}']
+        content += [_value(_content(item)) for item in self._extra.get(call_id, ())]
+        update = '{"toolCallId":' + _str(call_id) + (',"status":"failed"' if failed else ',"status":"completed"')
+        if content:
+            update += ',"content":[' + ",".join(content) + "]"
+        if output:
+            update += ',"rawOutput":{"output":' + _str(output[:MAX_REPLAYED_OUTPUT]) + "}"
+        self._unanswered.pop(call_id, None)
+        return [update + ',"sessionUpdate":"tool_call_update"}']
 
     def _located(self, raw: str) -> str:
         where = self._where.get(raw)
@@ -125,13 +181,13 @@ class Replay:
             where = self._where[raw] = str(path if path.is_absolute() else self._cwd / path)
         return where
 
-    def _started(self, call: ToolCallPart) -> Update:
-        found = self._tools.get(call.name)
-        title = call.name
+    def _started(self, call_id: str, name: str, arguments: dict[str, Any]) -> str:
+        found = self._tools.get(name)
+        title = name
         locations: list[str] = []
         if found is not None:
             try:
-                args = found.args_model.model_validate(call.arguments)
+                args = found.args_model.model_validate(arguments)
             except Exception:
                 args = None
             if args is not None:
@@ -143,40 +199,52 @@ class Replay:
                     locations = [self._located(str(raw)) for raw in found.paths(args)]
                 except Exception:
                     locations = []
-        update: Update = {"toolCallId": call.id, "title": title, "kind": found.kind if found else "other", "status": "pending"}
+        update = '{"toolCallId":' + _str(call_id) + ',"title":' + _str(title) + ',"kind":' + _str(found.kind if found else "other")
+        update += ',"status":"pending"'
         if locations:
-            update["locations"] = [{"path": path} for path in locations]
-        update["rawInput"] = call.arguments
-        update["sessionUpdate"] = "tool_call"
-        return update
+            update += ',"locations":[' + ",".join('{"path":' + _str(path) + "}" for path in locations) + "]"
+        return update + ',"rawInput":' + _value(arguments) + ',"sessionUpdate":"tool_call"}'
 
 
 def replay_updates(
     history: list[Message], tools: dict[str, Tool], cwd: Path, extra: Mapping[str, list[ToolContent]] | None = None, *, host: object = None
 ) -> list[Update]:
-    """Every update of ``history`` at once (see :class:`Replay`)."""
+    """Every update of ``history`` at once, as dicts (see :class:`Replay`)."""
     replay = Replay(tools, cwd, extra, host=host)
     out = [update for message in history for update in replay.updates(message)]
-    return out + replay.finish()
+    return [json.loads(update) for update in out + replay.finish()]
 
 
 async def send_replay(
-    store: SessionStore, session_id: str, replay: Replay, send: Callable[[list[Update]], Awaitable[None]], *, page: int = PAGE
+    store: SessionStore,
+    session_id: str,
+    replay: Replay,
+    send: Callable[[list[str]], Awaitable[None]],
+    *,
+    page: int = PAGE,
+    page_chars: int = PAGE_CHARS,
 ) -> int:
     """Read the session's messages from the store a page at a time and ``send`` each page's
-    updates (the next page is read meanwhile); the number of updates sent."""
+    updates, as JSON texts (the next page is read meanwhile); the number of updates sent.
+
+    A page holds at most ``page`` messages, fewer after large ones: the next page is asked for
+    about ``page_chars`` characters of stored JSON, reckoned by the size of the last."""
     sent = 0
-    reading = asyncio.ensure_future(store.messages(session_id, limit=page))
+    limit = page
+    reading = asyncio.ensure_future(store.stored_messages(session_id, limit=limit))
     try:
         while True:
             rows = await reading
-            if len(rows) == page:
-                reading = asyncio.ensure_future(store.messages(session_id, after_seq=rows[-1].seq, limit=page))
-            updates = [update for row in rows for update in replay.updates(row.message)]
+            more = len(rows) == limit  # a short page is the last
+            if more:
+                size = sum(len(content) for _, content in rows)
+                limit = max(1, min(page, limit * page_chars // max(size, 1)))
+                reading = asyncio.ensure_future(store.stored_messages(session_id, after_seq=rows[-1][0], limit=limit))
+            updates = replay.stored([content for _, content in rows])
             if updates:
                 await send(updates)
                 sent += len(updates)
-            if len(rows) < page:
+            if not more:
                 break
     finally:
         reading.cancel()  # a failed send leaves no read behind
@@ -186,8 +254,14 @@ async def send_replay(
     return sent + len(closing)
 
 
-def _chunk(kind: str, text: str) -> Update:
-    return {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
+def _chunk(kind: str, text: str) -> str:
+    return '{"content":{"text":' + _str(text) + ',"type":"text"},"sessionUpdate":"' + kind + '"}'
+
+
+def _diff(path: str, old_text: str | None, new_text: str) -> str:
+    if old_text is None:  # a new file: the SDK leaves the field out, editors need it null (wire.py)
+        return '{"path":' + _str(path) + ',"newText":' + _str(new_text) + ',"type":"diff","oldText":null}'
+    return '{"path":' + _str(path) + ',"oldText":' + _str(old_text) + ',"newText":' + _str(new_text) + ',"type":"diff"}'
 
 
 def _content(item: ToolContent) -> Update:

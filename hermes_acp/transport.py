@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine
+from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = ["StdioTransport"]
@@ -93,11 +94,11 @@ class StdioTransport:
         await self._write(data)
         self._answer_sent(message)
 
-    async def send_notifications(self, messages: list[dict[str, Any]]) -> None:
-        """Several notifications in one write (a replay sends tens of thousands)."""
-        # One encoder for all (json.dumps builds one per call): the same bytes as send's.
-        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        await self._write("".join(encode(m) + "\n" for m in messages).encode("utf-8"))
+    async def send_updates(self, session_id: str, updates: list[str]) -> None:
+        """A ``session/update`` notification for each of ``updates`` (each already its JSON
+        text), in one write: a replay sends tens of thousands. The same bytes as ``send``'s."""
+        head = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":' + encode_basestring(session_id) + ',"update":'
+        await self._write("".join([head + update + "}}\n" for update in updates]).encode("utf-8"))
 
     async def _write(self, data: bytes) -> None:
         """``data`` to stdout, whole, after whatever was written before it."""

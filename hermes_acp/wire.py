@@ -6,6 +6,7 @@ to show a diff as a new file, so diffs are patched back in before sending.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -44,20 +45,18 @@ async def send_update(conn: Any, session_id: str, update: Any) -> None:
         log.debug("session/update for %s dropped: the client has gone", session_id)
 
 
-async def send_updates(conn: Any, session_id: str, updates: list[dict[str, Any]]) -> None:
-    """``session/update`` for each of ``updates``, already as the wire has them (a replay);
-    dropped once the client has gone."""
+async def send_updates(conn: Any, session_id: str, updates: list[str]) -> None:
+    """``session/update`` for each of ``updates``, already encoded as the wire has them (a
+    replay); dropped once the client has gone."""
     raw = _raw(conn)
     # Our stdio transport writes them at once; any other goes through the SDK one by one.
-    together = getattr(getattr(raw, "_transport", None), "send_notifications", None)
+    together = getattr(getattr(raw, "_transport", None), "send_updates", None)
     try:
         if together is not None:
-            await together(
-                [{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": u}} for u in updates]
-            )
+            await together(session_id, updates)
         else:
             for update in updates:
-                await raw.send_notification("session/update", {"sessionId": session_id, "update": update})
+                await raw.send_notification("session/update", {"sessionId": session_id, "update": json.loads(update)})
     except ConnectionError:
         log.debug("session/update for %s dropped: the client has gone", session_id)
 

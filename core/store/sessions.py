@@ -329,6 +329,16 @@ class SessionStore(ApprovalQueries):
         )
         return [StoredMessage.from_row(row) for row in rows]
 
+    async def stored_messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> list[tuple[int, str]]:
+        """``(seq, JSON)`` of the session's messages in ``seq`` order, those after ``after_seq``, at
+        most ``limit``: each message as :func:`~core.messages.dump_message` stored it, unparsed
+        (for readers that need only some of its fields, such as a replay)."""
+        rows = await self._fetchall(
+            "SELECT seq, content FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session_id, after_seq, -1 if limit is None else limit),
+        )
+        return [(row[0], row[1]) for row in rows]
+
     async def message_count(self, session_id: str) -> int:
         """How many messages the session has."""
         row = await self._fetchone("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,))

@@ -365,6 +365,9 @@ async def test_seq_ordering_and_paging(store: SessionStore) -> None:
     assert [m.message.text for m in got] == [f"a{i}" for i in range(10)]  # type: ignore[union-attr]
     assert [m.seq for m in await store.messages(b.id)] == [1, 2, 3, 4, 5]
     assert [m.seq for m in await store.messages(a.id, after_seq=4, limit=3)] == [5, 6, 7]
+    # The same rows unparsed: each message's JSON as dump_message wrote it.
+    assert await store.stored_messages(a.id, after_seq=4, limit=3) == [(m.seq, dump_message(m.message)) for m in got[4:7]]
+    assert [seq for seq, _ in await store.stored_messages(b.id)] == [1, 2, 3, 4, 5]
     assert await store.message_count(a.id) == 10
     assert await store.message_count("nope") == 0
     with pytest.raises(SessionNotFoundError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 
 import pytest
@@ -23,7 +24,7 @@ from core.messages import (
     UserMessage,
 )
 from core.store import SessionStore
-from hermes_acp.replay import PAGE
+from hermes_acp.replay import PAGE, Replay, send_replay
 from hermes_acp.wire import _with_null_old_text
 from tests.acp_harness import agent_env, hermes_acp
 
@@ -172,3 +173,61 @@ def test_a_long_session_replays_completely_and_in_order(hermes_home, project):
     shown = [(u["sessionUpdate"], u.get("toolCallId") or u["content"]["text"]) for u in updates[1:]]
     assert shown == expected
     assert all(u["status"] == "completed" for u in updates if u["sessionUpdate"] == "tool_call_update")
+
+
+def test_large_messages_make_shorter_pages_and_replay_the_same(hermes_home, project):
+    """A page holds about ``page_chars`` of stored JSON: after large messages the next page asks
+    for fewer, and what is sent is the same, in the same order, as with pages of any size."""
+    from toolsets import toolset
+
+    messages = [UserMessage.of(f"{i} " + "x" * (3000 if i % 3 else 10)) for i in range(300)]
+    sid = asyncio.run(_store_session(hermes_home, project, messages))
+    tools = {t.name: t for t in toolset("editor")}
+
+    async def replay(page: int, page_chars: int) -> list[list[str]]:
+        sent: list[list[str]] = []
+
+        async def send(updates: list[str]) -> None:
+            sent.append(updates)
+
+        async with SessionStore.open(hermes_home / "state.db") as store:
+            count = await send_replay(store, sid, Replay(tools, project), send, page=page, page_chars=page_chars)
+        assert count == sum(len(batch) for batch in sent)
+        return sent
+
+    whole = asyncio.run(replay(1000, 10**9))
+    paged = asyncio.run(replay(100, 10_000))
+    assert len(whole) == 1 and [u for batch in paged for u in batch] == whole[0]
+    assert [json.loads(u)["content"]["text"].split()[0] for u in whole[0]] == [str(i) for i in range(300)]
+    assert len(paged[0]) == 100  # the first page knows no sizes yet
+    assert max(len(batch) for batch in paged[1:]) <= 6 and len(paged) > 40
+
+
+def test_rows_without_the_fields_that_have_defaults_replay_as_full_ones(hermes_home, project):
+    """A stored message read as JSON gives what its model would: fields left out take their
+    defaults (rows written before a field existed)."""
+    full = [
+        UserMessage.of("hello"),
+        AssistantMessage(parts=[ThinkingPart(text="hmm"), TextPart(text="Hi."), _call("c1", "read_file", path="a.py")]),
+        ToolResultMessage(tool_call_id="c1", tool_name="read_file", content="x = 1"),
+        AssistantMessage(parts=[_call("c2", "no_such_tool")]),
+        ToolResultMessage(tool_call_id="c2", tool_name="no_such_tool", content="Unknown tool.", is_error=True),
+    ]
+    bare = [
+        {"kind": "user", "parts": [{"kind": "text", "text": "hello"}]},
+        {
+            "kind": "assistant",
+            "parts": [{"kind": "thinking", "text": "hmm"}, {"kind": "text", "text": "Hi."}, full[1].parts[2].model_dump()],
+        },
+        {"kind": "tool_result", "tool_call_id": "c1", "tool_name": "read_file", "content": "x = 1"},
+        {"kind": "assistant", "parts": [{"kind": "tool_call", "id": "c2", "name": "no_such_tool"}]},
+        {"kind": "tool_result", "tool_call_id": "c2", "tool_name": "no_such_tool", "content": "Unknown tool.", "is_error": True},
+    ]
+    expected = _load(hermes_home, project, asyncio.run(_store_session(hermes_home, project, full)))
+    sid = asyncio.run(_store_session(hermes_home, project, full))
+    with sqlite3.connect(hermes_home / "state.db") as db:
+        for seq, row in enumerate(bare, 1):
+            db.execute("UPDATE messages SET content = ? WHERE session_id = ? AND seq = ?", (json.dumps(row), sid, seq))
+    got = _load(hermes_home, project, sid)
+    assert [json.dumps(p["update"]) for p in got] == [json.dumps(p["update"]) for p in expected]
+    assert len(got) == 7
