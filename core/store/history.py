@@ -7,9 +7,13 @@ the trigram index (``messages_trigram``); a term shorter than three characters t
 back to a substring scan.
 
 Ranking: bm25 when every word of the query is in at most ``COMMON_WORD_MESSAGES`` messages,
-so ranking reads at most that many entries per word; with a more common word, or a ``prefix*``
-term, the newest matches first, and FTS5 stops reading as soon as the page is full (a prefix
-still costs FTS5 one pass over the lists of the words it stands for).
+so ranking reads at most that many entries per word; with a more common word the newest
+matches first, and FTS5 stops reading as soon as the page is full. A ``prefix*`` counts as
+one word, in as many messages as the words it stands for have together (so a prefix of a
+common word, or of more than ``COMMON_WORD_MESSAGES`` words, lists the newest matches). It
+is searched as those words, read from the index's vocabulary (at most ``PREFIX_WORDS``; see
+:func:`_expand`), so that FTS5 reads their lists backwards and stops as for a word: given the
+prefix itself, FTS5 merges the whole list of every word it stands for before it returns a row.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import sqlite3
+import threading
+import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -25,13 +32,17 @@ from core.messages import AssistantMessage, Message, ToolResultMessage, UserMess
 from core.store import SessionStore
 from core.store.sessions import COMMON_WORD_MESSAGES, check_query_size
 
-__all__ = ["COMMON_WORD_MESSAGES", "Hit", "ParsedQuery", "around", "describe", "parse_query", "search", "to_epoch"]
+__all__ = ["COMMON_WORD_MESSAGES", "PREFIX_WORDS", "Hit", "ParsedQuery", "around", "describe", "parse_query", "search", "to_epoch"]
 
 _SPACELESS = re.compile("[\u0e00-\u109f\u2e80-\ud7af\uf900-\ufaff]")
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 ROLES = ("user", "assistant", "tool_result", "summary")
 
 _WORD = re.compile(r"[^\W_]+")
+
+# The most words the prefixes of one query are searched as; a query whose prefixes stand for
+# more is searched as written (FTS5 merging the lists of all those words).
+PREFIX_WORDS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +109,9 @@ async def search(
     ``session_id`` one session, ``sessions`` a set of them (both: the first, if in the set).
 
     Best is bm25 (``score``, higher is better) when every word of the query is in at most
-    ``common_above`` messages (default :data:`COMMON_WORD_MESSAGES`); with a more common word
-    or a ``prefix*`` term it is the newest (``score`` 0.0): see :func:`_too_common`."""
+    ``common_above`` messages (default :data:`COMMON_WORD_MESSAGES`), a ``prefix*`` counting as
+    one word in as many messages as the words it stands for together; with a more common word
+    it is the newest (``score`` 0.0): see :func:`_plan`."""
     parsed = parse_query(query)
     if parsed is None:
         return []
@@ -176,7 +188,10 @@ async def _ranked(
     the page is full; the ids the sessions or the project span bound where it starts and ends.
     """
     table = "messages_trigram" if parsed.spaceless else "messages_fts"
-    newest = await _too_common(store, table, parsed, common)
+    plan = await _plan(store, table, parsed, common)
+    if plan is None:
+        return []  # a prefix that no word of the index starts with
+    newest, match = plan
     where, params = _filters(project, since, until, role)
     join = f" CROSS JOIN messages m ON m.id = {table}.rowid" if where else ""
     if sessions is not None:
@@ -201,26 +216,156 @@ async def _ranked(
         f"SELECT {_COLUMNS}, hit.snippet, hit.score FROM ({page}) AS hit CROSS JOIN messages m ON m.id = hit.id"
         " CROSS JOIN sessions s ON s.id = m.session_id ORDER BY hit.score, hit.id DESC"
     )
-    return await store.select(sql, (" ".join(parsed.terms), *params, limit))
+    return await store.select(sql, (match, *params, limit))
 
 
-async def _too_common(store: SessionStore, table: str, parsed: ParsedQuery, common: int) -> bool:
-    """Whether the query has a word too common to rank by bm25, or a ``prefix*`` term.
+async def _plan(store: SessionStore, table: str, parsed: ParsedQuery, common: int) -> tuple[bool, str] | None:
+    """Whether to list the newest matches (a word too common to rank by bm25), and the FTS5
+    query that finds them; None when a prefix stands for no word at all.
 
-    A probe reads at most ``common + 1`` entries of a word's list, so it costs
-    a millisecond or two however common the word. A prefix term is not probed: FTS5 merges the
-    lists of every word it expands to before it can count them, so finding out costs as much
-    as the search, and bm25 would then count them all again.
+    A probe reads at most ``common + 1`` entries of a word's list, so it costs a millisecond or
+    two however common the word. A ``prefix*`` counts as one word in as many messages as the
+    words it stands for together: their lists are read one after the other until ``common + 1``
+    entries. The newest matches of a prefix are then searched as an ``OR`` of those words,
+    which FTS5 reads backwards and stops, as for any word; bm25 ranks the prefix as written
+    (FTS5 merges the lists of its words: ``common`` entries at most).
     """
-    if any(term.endswith("*") for term in parsed.terms):
-        return True
+    written = " ".join(parsed.terms)
+    prefixes = [term for term in parsed.terms if term.endswith("*")]
     if table == "messages_trigram":
-        words = list(parsed.terms)  # each a phrase of trigrams
-    else:
-        words = list(dict.fromkeys(f'"{w}"' for term in parsed.raw for w in _WORD.findall(term.casefold())))
-    if not words:
-        return False
-    return await store.any_in_more_than(table, words, common)
+        if prefixes:
+            return True, written  # FTS5 merges the lists of every trigram the prefix ends with
+        return await store.any_in_more_than(table, list(parsed.terms), common), written
+    words: list[str] = []
+    for term, raw in zip(parsed.terms, parsed.raw):
+        found = _WORD.findall(raw.casefold())
+        words += found[:-1] if term.endswith("*") else found  # a prefix's last word is not a word
+    words = list(dict.fromkeys(f'"{w}"' for w in words))
+    if not prefixes:
+        return (await store.any_in_more_than(table, words, common) if words else False), written
+    expanded = await _expand(store, prefixes)
+    if expanded is None:
+        return True, written  # as FTS5 alone answers it: merging the lists of all the words
+    if not all(found for _, found in expanded.values()):
+        return None
+    newest = bool(words) and await store.any_in_more_than(table, words, common)
+    for _, found in expanded.values():
+        if newest:
+            break
+        rows = await store.select(
+            "SELECT count(*) FROM (SELECT 1 FROM json_each(?) AS w CROSS JOIN messages_fts WHERE messages_fts MATCH w.value LIMIT ?)",
+            (json.dumps([_phrase([w]) for w in found]), common + 1),
+        )
+        newest = rows[0][0] > common
+    if not newest:
+        return False, written
+    groups = [
+        "(" + " OR ".join(_phrase([*expanded[term][0], w]) for w in expanded[term][1]) + ")" if term in expanded else term
+        for term in parsed.terms
+    ]
+    return True, " AND ".join(groups)
+
+
+def _phrase(words: list[str]) -> str:
+    return '"' + " ".join(words).replace('"', '""') + '"'
+
+
+async def _expand(store: SessionStore, prefixes: list[str]) -> dict[str, tuple[list[str], list[str]]] | None:
+    """For each ``prefix*`` term (an FTS5 phrase, quoted, with ``*``), the words before its last
+    one, and every word of the index the last one starts; each spelled so that FTS5 reads it
+    as that word. None when they are more than :data:`PREFIX_WORDS` together, or a word has
+    no such spelling.
+
+    The words come from ``messages_fts_words`` (an fts5vocab table, migration m012): a look-up
+    of the first word from a point on, one per word, in one statement; each reads a page or
+    two of the index, and the pages of the previous word's list it steps over. The index holds
+    words as its tokenizer made them (stems: ``migration`` is ``migrat``), and FTS5 reads a
+    query through the same tokenizer, so a word is spelled as itself when that gives it back,
+    else with an ``e`` after it (``agre`` is how ``agreed`` is kept, and ``agre`` itself reads
+    as ``agr``; ``agree`` reads as ``agre``).
+    """
+    tokenize = await _tokenizer(store)
+    bodies = [term[1:-2].replace('""', '"') for term in prefixes]
+    expanded: dict[str, tuple[list[str], list[str]]] = {}
+    room = PREFIX_WORDS
+    for term, tokens in zip(prefixes, tokenize(bodies)):
+        if not tokens:
+            return None  # nothing for FTS5 to look up either
+        *head, last = tokens
+        rows = await store.select(_WORDS_FROM, (last, len(last), room + 1))
+        found = [row[0] for row in rows if row[0] is not None and row[0].startswith(last)]
+        room -= len(found)
+        if room < 0:
+            return None
+        spelled = _spellings(tokenize, [*head, *found])
+        if spelled is None:
+            return None
+        expanded[term] = (spelled[: len(head)], spelled[len(head) :])
+    return expanded
+
+
+# The words of the index from ?1 on that start with it (?2 characters), at most ?3: each step
+# looks up the first word after the previous one (NUL sorts before any character of a word).
+_WORDS_FROM = (
+    "SELECT term FROM (WITH RECURSIVE word(term) AS ("
+    "SELECT (SELECT term FROM messages_fts_words WHERE term >= ?1 LIMIT 1)"
+    " UNION ALL SELECT (SELECT term FROM messages_fts_words WHERE term >= word.term || char(0) LIMIT 1)"
+    " FROM word WHERE substr(word.term, 1, ?2) = ?1 LIMIT ?3"
+    ") SELECT term FROM word WHERE substr(term, 1, ?2) = ?1)"
+)
+
+
+def _spellings(tokenize: _Tokenizer, words: list[str]) -> list[str] | None:
+    """For each word of the index, a text the tokenizer reads as that word alone."""
+    spelled: list[str | None] = [w if t == [w] else None for w, t in zip(words, tokenize(words))]
+    missing = [i for i, s in enumerate(spelled) if s is None]
+    if missing:
+        for i, tokens in zip(missing, tokenize([words[i] + "e" for i in missing])):
+            spelled[i] = words[i] + "e" if tokens == [words[i]] else None
+    if any(s is None for s in spelled):
+        return None
+    return [s for s in spelled if s is not None]
+
+
+class _Tokenizer:
+    """The tokens the search index makes of texts: an empty copy of ``messages_fts`` (its own
+    CREATE statement, so the same tokenizer) in a connection of its own, in memory; the texts
+    are indexed in a transaction that is rolled back, and read from its fts5vocab table."""
+
+    def __init__(self, create: str) -> None:
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._conn.execute(create)
+        self._conn.execute("CREATE VIRTUAL TABLE tokens USING fts5vocab(messages_fts, instance)")
+
+    def __call__(self, texts: list[str]) -> list[list[str]]:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", enumerate(texts, 1))
+                rows = self._conn.execute("SELECT doc, term FROM tokens ORDER BY doc, offset").fetchall()
+            finally:
+                self._conn.execute("ROLLBACK")
+        out: list[list[str]] = [[] for _ in texts]
+        for doc, term in rows:
+            out[doc - 1].append(term)
+        return out
+
+
+# One tokenizer per CREATE statement, and the one of each open store (read once).
+_TOKENIZERS: dict[str, _Tokenizer] = {}
+_STORE_TOKENIZERS: weakref.WeakKeyDictionary[SessionStore, _Tokenizer] = weakref.WeakKeyDictionary()
+
+
+async def _tokenizer(store: SessionStore) -> _Tokenizer:
+    """The tokenizer of the store's search index."""
+    if store not in _STORE_TOKENIZERS:
+        rows = await store.select("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'")
+        create = rows[0][0]
+        if create not in _TOKENIZERS:
+            _TOKENIZERS[create] = _Tokenizer(create)
+        _STORE_TOKENIZERS[store] = _TOKENIZERS[create]
+    return _STORE_TOKENIZERS[store]
 
 
 async def _span(store: SessionStore, sessions: tuple[str, ...] | None, project: str | None) -> tuple[int | None, int | None]:

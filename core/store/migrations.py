@@ -588,3 +588,12 @@ async def m011_cron_job_kind(conn: aiosqlite.Connection) -> None:
             "CREATE UNIQUE INDEX cron_jobs_builtin_kind ON cron_jobs(kind) WHERE kind != 'agent'",
         ],
     )
+
+
+@migration
+async def m012_search_words(conn: aiosqlite.Connection) -> None:
+    # The words of the search index, for history search to expand a ``prefix*`` into them
+    # (core.store.history): an fts5vocab table over messages_fts, one row per occurrence, so
+    # that a look-up of the first word from a point on reads a page, not a word's whole list.
+    # It stores nothing (it reads the index), so adding it costs nothing on any store size.
+    await _run(conn, ["CREATE VIRTUAL TABLE messages_fts_words USING fts5vocab(messages_fts, instance)"])

@@ -55,11 +55,99 @@ async def test_rare_words_rank_by_bm25_and_common_words_list_the_newest(store, t
     assert [(h.session_id, h.seq) for h in await history.search(store, "kiwi", common_above=3, limit=2)] == expected[:2]
 
 
-async def test_a_prefix_lists_the_newest_matches(store, tmp_path):
+def _fts(path, match, order):
+    """What FTS5 alone answers for ``match``: (session id, seq), in ``order``."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT m.session_id, m.seq FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ? ORDER BY {order}",
+            (match,),
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+async def test_a_rare_prefix_ranks_by_bm25_as_fts5_does(store, tmp_path):
     written = await _fill(store, [(str(tmp_path), ["migration one", "migrate migrate migrate", "nothing", "migrations later"])])
     hits = await history.search(store, "migra*")
-    assert [h.seq for h in hits] == [4, 2, 1] and all(h.score == 0.0 for h in hits)
+    assert [h.seq for h in hits] == [2, 4, 1] and all(h.score > 0 for h in hits)
     assert all(h.session_id == written[0][0] for h in hits)
+    assert [(h.session_id, h.seq) for h in hits] == _fts(store.path, '"migra"*', "bm25(messages_fts), m.id DESC")
+
+
+async def test_a_common_prefix_lists_the_newest_matches_of_every_word_it_stands_for(store, tmp_path):
+    # Words kept as stems that do not read back as themselves (agreed is kept as "agre", and
+    # "agre" reads as "agr"), words in other cases and accents, and words the prefix only
+    # starts: every match FTS5's own prefix finds, newest first.
+    texts = ["agreed on it", "Agreement", "the agrarian reform", "nothing here", "AGRÉE", "agr", "aggregate", "agreeable terms"]
+    await _fill(store, [(str(tmp_path / "a"), texts[:4]), (str(tmp_path / "b"), texts[4:])])
+    expected = _fts(store.path, '"agr"*', "m.id DESC")
+    assert len(expected) == 6
+    for query in ("agr*", "AGR*", "Agr*"):
+        hits = await history.search(store, query, common_above=3)  # 6 messages in all: too common
+        assert [(h.session_id, h.seq) for h in hits] == expected and all(h.score == 0.0 for h in hits)
+    assert all("[" in h.snippet for h in hits)
+    # Under the cut-off only because each word is: the prefix counts its words' messages together.
+    assert all(h.score == 0.0 for h in await history.search(store, "agr*", common_above=5))
+    assert all(h.score > 0 for h in await history.search(store, "agr*", common_above=6))
+    assert [(h.session_id, h.seq) for h in await history.search(store, "agree*", common_above=1)] == _fts(
+        store.path, '"agree"*', "m.id DESC"
+    )
+    assert [(h.session_id, h.seq) for h in await history.search(store, "agr*", common_above=1, limit=2)] == expected[:2]
+
+
+async def test_prefixes_with_other_terms_phrases_and_filters(store, tmp_path):
+    layout = [
+        (str(tmp_path / "p1"), ["deploy config now", "deploy configured", "config deploy", "redeploy configs"]),
+        (str(tmp_path / "p2"), ["deploy confusion", "deployment config", "deploy config again"]),
+        (str(tmp_path / "p1"), ["deploy conf", "migration deploy conf files", "nothing"]),
+    ]
+    written = await _fill(store, layout)
+    sessions = list(dict.fromkeys(sid for sid, *_ in written))
+
+    async def got(query, **kwargs):
+        return [(h.session_id, h.seq) for h in await history.search(store, query, common_above=1, **kwargs)]
+
+    # A phrase whose last word is a prefix ("deploy conf*"), as FTS5 reads it.
+    assert await got("deploy-conf*") == _fts(store.path, '"deploy conf"*', "m.id DESC")
+    assert len(await got("deploy-conf*")) == 6
+    # Two prefixes and a word: all must match.
+    assert await got("depl* conf* migration") == [(sessions[2], 2)]
+    assert await got("depl* conf*") == _fts(store.path, '"depl"* AND "conf"*', "m.id DESC")
+    assert await got('"deploy config" conf*') == _fts(store.path, '"deploy config" AND "conf"*', "m.id DESC")
+    # Filters cut the same way as for a word.
+    project = str(tmp_path / "p1")
+    in_project = [k for k in _fts(store.path, '"conf"*', "m.id DESC") if k[0] != sessions[1]]
+    assert await got("conf*", project=project) == in_project
+    assert await got("conf*", session_id=sessions[1]) == [(sessions[1], 3), (sessions[1], 2), (sessions[1], 1)]
+    assert await got("conf*", role="assistant") == []
+    # A prefix no word starts with matches nothing, whatever else the query holds.
+    assert await got("zzyzx*") == [] and await got("deploy zzyzx*") == []
+    assert await history.search(store, "zzyzx*") == []
+
+
+async def test_a_prefix_of_more_words_than_expanded_is_searched_as_written(store, tmp_path, monkeypatch):
+    await _fill(store, [(str(tmp_path), [f"kiwi{i} note" for i in range(6)] + ["kiwi"])])
+    expected = _fts(store.path, '"kiwi"*', "m.id DESC")
+    assert len(expected) == 7
+    assert [(h.session_id, h.seq) for h in await history.search(store, "kiwi*", common_above=1)] == expected
+    monkeypatch.setattr(history, "PREFIX_WORDS", 3)
+    assert [(h.session_id, h.seq) for h in await history.search(store, "kiwi*", common_above=1)] == expected
+    assert [(h.session_id, h.seq) for h in await history.search(store, "kiwi4*", common_above=1)] == expected[2:3]
+
+
+async def test_a_store_from_before_the_words_table_gets_it_on_open(tmp_path):
+    """m012 adds only a view of the index (fts5vocab): a store written before it searches
+    prefixes by their words once opened, with nothing rebuilt."""
+    path = tmp_path / "state.db"
+    async with SessionStore.open(path) as store:
+        await _fill(store, [(str(tmp_path), ["migration one", "migrate again", "nothing"])])
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE messages_fts_words")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm012_search_words'")
+    async with SessionStore.open(path) as store:
+        assert [h.seq for h in await history.search(store, "migra*", common_above=1)] == [2, 1]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT DISTINCT term FROM messages_fts_words WHERE term >= 'migr' LIMIT 1").fetchall() == [("migrat",)]
 
 
 async def test_phrases_and_cjk_keep_working_when_common(store, tmp_path):
