@@ -29,13 +29,15 @@ from core.tools.registry import Tool
 if TYPE_CHECKING:
     from core.store import SessionStore
 
-__all__ = ["PAGE", "PAGE_CHARS", "Replay", "replay_updates", "send_replay", "subagent_content"]
+__all__ = ["FIRST_PAGE", "PAGE", "PAGE_CHARS", "Replay", "replay_updates", "send_replay", "subagent_content"]
 
 MAX_REPLAYED_OUTPUT = 4000
 # Messages read from the store at a time, at most; and about how many characters of their
 # stored JSON (large messages make shorter pages: whole tool outputs, files in diffs, images).
+# The first page is shorter: the size of the messages is not known yet.
 PAGE = 500
-PAGE_CHARS = 4_000_000
+PAGE_CHARS = 2_000_000
+FIRST_PAGE = 50
 
 Update = dict[str, Any]
 # A JSON string, as the transport's encoder writes one (the C function it uses itself).
@@ -228,9 +230,10 @@ async def send_replay(
     updates, as JSON texts (the next page is read meanwhile); the number of updates sent.
 
     A page holds at most ``page`` messages, fewer after large ones: the next page is asked for
-    about ``page_chars`` characters of stored JSON, reckoned by the size of the last."""
+    about ``page_chars`` characters of stored JSON, reckoned by the size of the last (the first
+    holds at most :data:`FIRST_PAGE`)."""
     sent = 0
-    limit = page
+    limit = min(page, FIRST_PAGE)
     reading = asyncio.ensure_future(store.stored_messages(session_id, limit=limit))
     try:
         while True:

@@ -24,7 +24,7 @@ from core.messages import (
     UserMessage,
 )
 from core.store import SessionStore
-from hermes_acp.replay import PAGE, Replay, send_replay
+from hermes_acp.replay import FIRST_PAGE, PAGE, Replay, send_replay
 from hermes_acp.wire import _with_null_old_text
 from tests.acp_harness import agent_env, hermes_acp
 
@@ -195,11 +195,11 @@ def test_large_messages_make_shorter_pages_and_replay_the_same(hermes_home, proj
         assert count == sum(len(batch) for batch in sent)
         return sent
 
-    whole = asyncio.run(replay(1000, 10**9))
+    whole = [update for batch in asyncio.run(replay(1000, 10**9)) for update in batch]
     paged = asyncio.run(replay(100, 10_000))
-    assert len(whole) == 1 and [u for batch in paged for u in batch] == whole[0]
-    assert [json.loads(u)["content"]["text"].split()[0] for u in whole[0]] == [str(i) for i in range(300)]
-    assert len(paged[0]) == 100  # the first page knows no sizes yet
+    assert [update for batch in paged for update in batch] == whole
+    assert [json.loads(u)["content"]["text"].split()[0] for u in whole] == [str(i) for i in range(300)]
+    assert len(paged[0]) == FIRST_PAGE  # no sizes known yet
     assert max(len(batch) for batch in paged[1:]) <= 6 and len(paged) > 40
 
 
