@@ -20,6 +20,8 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import from_json
+
 from core.events import DiffContent, Notice, TerminalContent, TextContent, ToolContent
 from core.host.processes import is_background_note, notice_of_note
 from core.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage, dump_message, load_message
@@ -45,7 +47,7 @@ _str = encode_basestring
 # Any other JSON value, as the transport writes it.
 _value = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
-_COMPACTED = _str("\n\n*Earlier conversation compacted into a summary.*\n\n")
+_COMPACTED = "\n\n*Earlier conversation compacted into a summary.*\n\n"
 _INTERRUPTED = ',"status":"failed","rawOutput":{"output":"Interrupted before a result."},"sessionUpdate":"tool_call_update"}'
 
 
@@ -80,7 +82,7 @@ class Replay:
         the shape that writes) goes through its model, which reads what it always read and
         fails on what it always failed on."""
         try:
-            messages = json.loads("[" + ",".join(contents) + "]")
+            messages = from_json("[" + ",".join(contents) + "]")
         except ValueError:
             messages = None
         if not isinstance(messages, list) or len(messages) != len(contents):
@@ -88,7 +90,7 @@ class Replay:
         out: list[str] = []
         for message, content in zip(messages, contents, strict=True):
             try:
-                out += self._updates(json.loads(content) if message is None else message)
+                out += self._updates(from_json(content) if message is None else message)
             except (LookupError, TypeError, AttributeError, ValueError):
                 out += self._updates(load_message(content).model_dump())
         return out
@@ -100,7 +102,7 @@ class Replay:
     def finish(self) -> list[str]:
         """Calls left without a result, closed as failed: a crash can leave one, and editors spin
         on a call that never ends."""
-        out = ['{"toolCallId":' + _str(call_id) + _INTERRUPTED for call_id in self._unanswered]
+        out = [f'{{"toolCallId":{_str(call_id)}{_INTERRUPTED}' for call_id in self._unanswered]
         self._unanswered.clear()
         return out
 
@@ -129,8 +131,8 @@ class Replay:
                 if part["text"]:
                     out.append(_chunk("user_message_chunk", part["text"]))
             elif part["kind"] == "image":
-                image = '{"content":{"data":' + _str(part["data"]) + ',"mimeType":' + _str(part["media_type"])
-                out.append(image + ',"type":"image"},"sessionUpdate":"user_message_chunk"}')
+                image = f'{{"data":{_str(part["data"])},"mimeType":{_str(part["media_type"])},"type":"image"}}'
+                out.append(f'{{"content":{image},"sessionUpdate":"user_message_chunk"}}')
             else:
                 raise ValueError(f"no user message part {part['kind']!r}")
         return []
@@ -159,22 +161,24 @@ class Replay:
         return [call["id"] for call in calls]
 
     def _summary(self, message: dict[str, Any], out: list[str]) -> list[str]:
-        out.append('{"content":{"text":' + _COMPACTED + ',"type":"text"},"sessionUpdate":"agent_message_chunk"}')
+        out.append(_chunk("agent_message_chunk", _COMPACTED))
         return []
 
     def _result(self, message: dict[str, Any]) -> list[str]:
         call_id, output, failed = message["tool_call_id"], message["content"], message.get("is_error", False)
         content = [_diff(shown_path(self._host, d["path"]), d["old_text"], d["new_text"]) for d in message.get("diffs", ())]
         if not content and failed:
-            content = ['{"content":{"text":' + _str(output[:MAX_REPLAYED_OUTPUT]) + ',"type":"text"},"type":"content"}']
+            content = [f'{{"content":{{"text":{_str(output[:MAX_REPLAYED_OUTPUT])},"type":"text"}},"type":"content"}}']
         content += [_value(_content(item)) for item in self._extra.get(call_id, ())]
-        update = '{"toolCallId":' + _str(call_id) + (',"status":"failed"' if failed else ',"status":"completed"')
+        # Pieces joined once: a diff holds whole files.
+        update = ['{"toolCallId":', _str(call_id), ',"status":"failed"' if failed else ',"status":"completed"']
         if content:
-            update += ',"content":[' + ",".join(content) + "]"
+            update += [',"content":[', ",".join(content), "]"]
         if output:
-            update += ',"rawOutput":{"output":' + _str(output[:MAX_REPLAYED_OUTPUT]) + "}"
+            update += [',"rawOutput":{"output":', _str(output[:MAX_REPLAYED_OUTPUT]), "}"]
+        update.append(',"sessionUpdate":"tool_call_update"}')
         self._unanswered.pop(call_id, None)
-        return [update + ',"sessionUpdate":"tool_call_update"}']
+        return ["".join(update)]
 
     def _located(self, raw: str) -> str:
         where = self._where.get(raw)
@@ -201,11 +205,12 @@ class Replay:
                     locations = [self._located(str(raw)) for raw in found.paths(args)]
                 except Exception:
                     locations = []
-        update = '{"toolCallId":' + _str(call_id) + ',"title":' + _str(title) + ',"kind":' + _str(found.kind if found else "other")
-        update += ',"status":"pending"'
-        if locations:
-            update += ',"locations":[' + ",".join('{"path":' + _str(path) + "}" for path in locations) + "]"
-        return update + ',"rawInput":' + _value(arguments) + ',"sessionUpdate":"tool_call"}'
+        kind = _str(found.kind if found else "other")
+        where = ',"locations":[' + ",".join(f'{{"path":{_str(path)}}}' for path in locations) + "]" if locations else ""
+        return (
+            f'{{"toolCallId":{_str(call_id)},"title":{_str(title)},"kind":{kind},"status":"pending"{where}'
+            f',"rawInput":{_value(arguments)},"sessionUpdate":"tool_call"}}'
+        )
 
 
 def replay_updates(
@@ -258,13 +263,13 @@ async def send_replay(
 
 
 def _chunk(kind: str, text: str) -> str:
-    return '{"content":{"text":' + _str(text) + ',"type":"text"},"sessionUpdate":"' + kind + '"}'
+    return f'{{"content":{{"text":{_str(text)},"type":"text"}},"sessionUpdate":"{kind}"}}'
 
 
 def _diff(path: str, old_text: str | None, new_text: str) -> str:
     if old_text is None:  # a new file: the SDK leaves the field out, editors need it null (wire.py)
-        return '{"path":' + _str(path) + ',"newText":' + _str(new_text) + ',"type":"diff","oldText":null}'
-    return '{"path":' + _str(path) + ',"oldText":' + _str(old_text) + ',"newText":' + _str(new_text) + ',"type":"diff"}'
+        return f'{{"path":{_str(path)},"newText":{_str(new_text)},"type":"diff","oldText":null}}'
+    return f'{{"path":{_str(path)},"oldText":{_str(old_text)},"newText":{_str(new_text)},"type":"diff"}}'
 
 
 def _content(item: ToolContent) -> Update:

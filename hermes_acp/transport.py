@@ -98,7 +98,8 @@ class StdioTransport:
         """A ``session/update`` notification for each of ``updates`` (each already its JSON
         text), in one write: a replay sends tens of thousands. The same bytes as ``send``'s."""
         head = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":' + encode_basestring(session_id) + ',"update":'
-        await self._write("".join([head + update + "}}\n" for update in updates]).encode("utf-8"))
+        lines = "".join((head, ("}}\n" + head).join(updates), "}}\n"))
+        await self._write(lines.encode("utf-8"))
 
     async def _write(self, data: bytes) -> None:
         """``data`` to stdout, whole, after whatever was written before it."""
