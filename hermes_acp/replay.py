@@ -82,7 +82,7 @@ class Replay:
         the shape that writes) goes through its model, which reads what it always read and
         fails on what it always failed on."""
         try:
-            messages = from_json("[" + ",".join(contents) + "]")
+            messages = from_json("[" + ",".join(contents) + "]", cache_strings="keys")
         except ValueError:
             messages = None
         if not isinstance(messages, list) or len(messages) != len(contents):
@@ -90,7 +90,7 @@ class Replay:
         out: list[str] = []
         for message, content in zip(messages, contents, strict=True):
             try:
-                out += self._updates(from_json(content) if message is None else message)
+                out += self._updates(from_json(content, cache_strings="keys") if message is None else message)
             except (LookupError, TypeError, AttributeError, ValueError):
                 out += self._updates(load_message(content).model_dump())
         return out
