@@ -104,9 +104,13 @@ async def read(conn: aiosqlite.Connection, body: Callable[[aiosqlite.Connection]
 
 
 async def execute(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> int:
-    """Run one statement; the number of rows it changed."""
-    async with conn.execute(sql, params) as cursor:
-        return cursor.rowcount
+    """Run one statement; the number of rows it changed.
+
+    One trip to the connection's thread: a statement that changes rows has run to its end when
+    ``execute`` returns (SQLite has reset it), so its cursor needs no second trip to be closed;
+    it is freed with the object."""
+    cursor = await conn.execute(sql, params)
+    return cursor.rowcount
 
 
 def check_choice(value: str, allowed: frozenset[str], what: str) -> None:

@@ -33,6 +33,7 @@ from telegram.ext import (
 from core.config import Config
 from hermes_gateway.platform import Attachment, Button, Events, Incoming, Limits, Place, Platform, PlatformDown, Press, Sender, identity
 from hermes_gateway.render import LIMIT
+from hermes_gateway.telegram_http import AiohttpRequest
 from hermes_gateway.telegram_io import Target, edit_text, fit_chunks, send_text
 
 __all__ = ["DEFAULT_API", "ChatOrder", "TelegramPlatform"]
@@ -108,16 +109,21 @@ class TelegramPlatform(Platform):
         self._config = cfg
         self.limits = Limits(text=LIMIT, edit_interval=cfg.edit_interval)
         base = (cfg.api_base_url or DEFAULT_API).rstrip("/")
+        # Over aiohttp (hermes_gateway.telegram_http): a third of httpx's CPU per call. With many
+        # chats at once every connection can be busy for a moment: a call waits for one
+        # (python-telegram-bot gives up after 1 s by default, and the reply would be lost).
+        self._requests = (
+            AiohttpRequest(pool_size=1, read_timeout=cfg.poll_timeout + 10),
+            AiohttpRequest(pool_timeout=POOL_TIMEOUT),
+        )
         self.application: Application = (
             ApplicationBuilder()
             .token(cfg.token.get_secret_value())
             .base_url(base)
             .base_file_url(re.sub(r"/bot$", "/file/bot", base))
-            .get_updates_read_timeout(cfg.poll_timeout + 10)
+            .get_updates_request(self._requests[0])
+            .request(self._requests[1])
             .concurrent_updates(ChatOrder())
-            # With many chats at once every connection can be busy for a moment: wait for one
-            # (python-telegram-bot gives up after 1 s by default, and the reply would be lost).
-            .pool_timeout(POOL_TIMEOUT)
             .build()
         )
         self._events: Events | None = None
@@ -198,6 +204,8 @@ class TelegramPlatform(Platform):
                 await step()
             except Exception as exc:
                 log.debug("telegram shutdown step failed: %s", exc, exc_info=True)
+        for request in self._requests:  # also when the bot never started (shutdown skips them then)
+            await request.shutdown()
 
     # -- receiving ------------------------------------------------------------------------
 
