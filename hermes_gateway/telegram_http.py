@@ -18,11 +18,13 @@ from urllib.parse import urlsplit
 import aiohttp
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
-from telegram._utils.defaultvalue import DefaultValue
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
 __all__ = ["AiohttpRequest"]
+
+# What python-telegram-bot passes for a timeout the caller did not give (BaseRequest.DEFAULT_NONE).
+_Default = type(BaseRequest.DEFAULT_NONE)
 
 
 class AiohttpRequest(BaseRequest):
@@ -78,9 +80,9 @@ class AiohttpRequest(BaseRequest):
             await self.initialize()
         session = self._session
         assert session is not None
-        read = self._read_timeout if isinstance(read_timeout, DefaultValue) else read_timeout
-        connect = self._connect_timeout if isinstance(connect_timeout, DefaultValue) else connect_timeout
-        pool = self._pool_timeout if isinstance(pool_timeout, DefaultValue) else pool_timeout
+        read = self._read_timeout if isinstance(read_timeout, _Default) else read_timeout
+        connect = self._connect_timeout if isinstance(connect_timeout, _Default) else connect_timeout
+        pool = self._pool_timeout if isinstance(pool_timeout, _Default) else pool_timeout
         # aiohttp's connect timeout covers the wait for a free connection and the connecting.
         waiting = None if pool is None or connect is None else pool + connect
         timeout = aiohttp.ClientTimeout(total=None, connect=waiting, sock_connect=connect, sock_read=read)
