@@ -408,14 +408,18 @@ def _dumps(value: Any) -> str:
 
 def encode_body(body: dict[str, Any]) -> str:
     """``_dumps(body)``, with each message of ``body["messages"]`` that later requests share
-    encoded once for all of them (entries are never changed in place: see chat_messages), so
-    that a step of a long conversation encodes only what it adds."""
+    encoded once for all of them (entries are never changed in place: see chat_messages), and
+    the ``tools`` list of an agent's specs encoded once, so that a step of a long conversation
+    encodes only what it adds."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _dumps(body)
     parts = []
     for key, value in body.items():
-        encoded = "[" + ",".join(_entries.json_of(entry) for entry in messages) + "]" if key == "messages" else _dumps(value)
+        if key == "messages":
+            encoded = "[" + ",".join(_entries.json_of(entry) for entry in messages) + "]"
+        else:
+            encoded = _tool_lists.json_of(value) if key == "tools" else _dumps(value)
         parts.append(f"{_dumps(key)}:{encoded}")
     return "{" + ",".join(parts) + "}"
 
@@ -466,5 +470,41 @@ def _assistant_entry(message: AssistantMessage) -> dict[str, Any] | None:
 
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """Tool specs in the chat-completions ``tools`` format."""
-    return [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}} for t in tools]
+    """Tool specs in the chat-completions ``tools`` format: for the same specs (an agent's, step
+    after step), the same list, whose JSON :func:`encode_body` then encodes once."""
+    return _tool_lists.get(tools)
+
+
+class _ToolLists:
+    """Chat ``tools`` lists and their JSON by the specs they were made of (the same objects, in
+    the same order); the specs are held, so their ids stay theirs. Neither is changed in place."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._lists: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], list[dict[str, Any]]]] = {}
+        self._json: dict[int, tuple[list[dict[str, Any]], str]] = {}  # id(list) -> (list, its JSON)
+
+    def get(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+        key = tuple(map(id, tools))
+        found = self._lists.get(key)
+        if found is not None and all(a is b for a, b in zip(found[0], tools, strict=True)):
+            return found[1]
+        made = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}} for t in tools]
+        if len(self._lists) >= self.limit:
+            self._lists.clear()
+            self._json.clear()
+        self._lists[key] = (tuple(tools), made)
+        return made
+
+    def json_of(self, value: Any) -> str:
+        """``_dumps(value)``, kept for a list :meth:`get` made."""
+        found = self._json.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
+        text = _dumps(value)
+        if any(made is value for _, made in self._lists.values()):
+            self._json[id(value)] = (value, text)
+        return text
+
+
+_tool_lists = _ToolLists()
