@@ -43,6 +43,20 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
+def scripted_env(home: Path, base_url: str) -> dict[str, str]:
+    """The environment of a hermes-acp whose state lives under ``home`` and whose model is the
+    scripted one at ``base_url``."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "HERMES_EDITOR_HOME": str(home / "home"),
+        "HERMES_QUIET": "1",
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "sk-bench-000000",
+        "HERMES_MODEL": "openai:scripted",
+    }
+
+
 def one_round(command: list[str], env: dict, project: Path) -> dict:
     started, rpc = spawn(command, env, project)
     rpc.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
@@ -113,15 +127,7 @@ def main() -> int:
     with ScriptedOpenAIServer(lambda body: {"text": "hello"}) as server, tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(Path(tmp) / "ours"),
-            "HERMES_EDITOR_HOME": str(Path(tmp) / "ours" / "home"),
-            "HERMES_QUIET": "1",
-            "OPENAI_BASE_URL": server.base_url,
-            "OPENAI_API_KEY": "sk-bench-000000",
-            "HERMES_MODEL": "openai:scripted",
-        }
+        env = scripted_env(Path(tmp) / "ours", server.base_url)
         theirs_env = reference.env(Path(tmp) / "reference", server.base_url) if reference else {}
         # The other tree gets a state home of its own: its store may be of another schema version.
         code_env = {**env, "HOME": str(Path(tmp) / "code"), "HERMES_EDITOR_HOME": str(Path(tmp) / "code" / "home")} if args.code else {}

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.acp_startup import one_round  # noqa: E402
+from benchmarks.acp_startup import one_round, scripted_env  # noqa: E402
 from hermes_cli.scripted_model import ScriptedOpenAIServer  # noqa: E402
 
 # Run in a fresh interpreter: each part's processor time, in the order hermes-acp loads them.
@@ -95,16 +95,7 @@ def main() -> int:
     with ScriptedOpenAIServer(lambda body: {"text": "hello"}) as server, tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(Path(tmp) / "home"),
-            "HERMES_EDITOR_HOME": str(Path(tmp) / "home" / "hermes"),
-            "HERMES_QUIET": "1",
-            "OPENAI_BASE_URL": server.base_url,
-            "OPENAI_API_KEY": "sk-bench-000000",
-            "HERMES_MODEL": "openai:scripted",
-            "PYTHONPATH": str(ROOT),
-        }
+        env = {**scripted_env(Path(tmp) / "home", server.base_url), "PYTHONPATH": str(ROOT)}
         one_round(command, env, project)  # the store and the byte-code caches exist from here on
         for _ in range(args.rounds):
             parts = parts_round(env, project)
