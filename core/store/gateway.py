@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -116,12 +115,6 @@ class GatewayStore:
     def __init__(self, store: SessionStore) -> None:
         self._store = store
 
-    async def _one(self, sql: str, params: tuple[object, ...]) -> sqlite3.Row | None:
-        """The first row of a statement that returns at most one (by key, LIMIT 1, COUNT): one trip to
-        the connection's thread (a chat's message reads a few of these), not three."""
-        rows = await self._store._fetchall(sql, params)
-        return rows[0] if rows else None
-
     # -- pairing --------------------------------------------------------------------------
 
     async def pending_codes(self, now: float) -> list[PairingCode]:
@@ -132,7 +125,7 @@ class GatewayStore:
 
     async def code_for_user(self, user_id: str) -> PairingCode | None:
         """The identity's most recent code, whatever its state."""
-        row = await self._one("SELECT * FROM pairing_codes WHERE user_id = ? ORDER BY created_at DESC LIMIT 1", (user_id,))
+        row = await self._store._fetchone("SELECT * FROM pairing_codes WHERE user_id = ? ORDER BY created_at DESC LIMIT 1", (user_id,))
         return PairingCode(**dict(row)) if row else None
 
     async def issue_code(self, code: PairingCode, *, max_pending: int) -> PairingCode:
@@ -170,7 +163,7 @@ class GatewayStore:
         return await self._store._write(body)
 
     async def recent_failures(self, since: float) -> int:
-        row = await self._one("SELECT COUNT(*) AS n FROM pairing_attempts WHERE ok = 0 AND at > ?", (since,))
+        row = await self._store._fetchone("SELECT COUNT(*) AS n FROM pairing_attempts WHERE ok = 0 AND at > ?", (since,))
         return int(row["n"]) if row else 0
 
     async def approve_code(self, code: str, now: float) -> PairingCode | None:
@@ -204,7 +197,7 @@ class GatewayStore:
 
     async def is_user_allowed(self, user_id: str) -> bool:
         """Whether this identity was paired (exactly this one; see :meth:`person_of` for links)."""
-        row = await self._one("SELECT 1 FROM gateway_users WHERE user_id = ?", (user_id,))
+        row = await self._store._fetchone("SELECT 1 FROM gateway_users WHERE user_id = ?", (user_id,))
         return row is not None
 
     async def users(self) -> list[tuple[str, str | None, float]]:
@@ -227,7 +220,7 @@ class GatewayStore:
 
     async def person_of(self, identity: str) -> str:
         """The person an identity belongs to: the identity it was linked to, else itself."""
-        row = await self._one("SELECT person FROM gateway_links WHERE identity = ?", (identity,))
+        row = await self._store._fetchone("SELECT person FROM gateway_links WHERE identity = ?", (identity,))
         return str(row["person"]) if row else identity
 
     async def identities_of(self, person: str) -> list[str]:
@@ -309,7 +302,7 @@ class GatewayStore:
         """The person a live link code would link to (its issuer's), without using it or counting
         a miss; None when no live code matches. For a check before :meth:`redeem_link_code`."""
         now = time.time() if now is None else now
-        row = await self._one(
+        row = await self._store._fetchone(
             "SELECT identity FROM gateway_link_codes WHERE code = ? AND used = 0 AND expires_at > ?", (_clean_code(code), now)
         )
         return await self.person_of(str(row["identity"])) if row else None
@@ -326,7 +319,7 @@ class GatewayStore:
     # -- chats ----------------------------------------------------------------------------
 
     async def binding(self, chat_key: str) -> ChatBinding:
-        row = await self._one("SELECT * FROM gateway_chats WHERE chat_key = ?", (chat_key,))
+        row = await self._store._fetchone("SELECT * FROM gateway_chats WHERE chat_key = ?", (chat_key,))
         if row is None:
             return ChatBinding(chat_key, None, None, None)
         return ChatBinding(chat_key, row["project"], row["session_id"], row["mode"])
@@ -374,7 +367,7 @@ class GatewayStore:
 
     async def starter(self, session_id: str) -> SessionStarter | None:
         """Who started the session; None for a session the gateway's owner holds (editor, machine, older)."""
-        row = await self._one("SELECT * FROM gateway_sessions WHERE session_id = ?", (session_id,))
+        row = await self._store._fetchone("SELECT * FROM gateway_sessions WHERE session_id = ?", (session_id,))
         if row is None:
             return None
         return SessionStarter(row["session_id"], row["user_id"], row["chat_key"], row["origin"])

@@ -455,12 +455,10 @@ class SessionStore(ApprovalQueries):
             return await db.read(self._conn, body)
 
     async def _fetchone(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
-        async def body(conn: aiosqlite.Connection) -> sqlite3.Row | None:
-            async with conn.execute(sql, params) as cursor:
-                return await cursor.fetchone()
-
-        async with self._lock:
-            return await db.read(self._conn, body)
+        """The row of a statement that returns at most one (by key, an aggregate): one trip to
+        the connection's thread, as :meth:`_fetchall` (a cursor's execute, fetch and close are three)."""
+        rows = await self._fetchall(sql, params)
+        return rows[0] if rows else None
 
 
 class _Opening:
