@@ -166,10 +166,12 @@ class Replay:
 
     def _result(self, message: dict[str, Any]) -> list[str]:
         call_id, output, failed = message["tool_call_id"], message["content"], message.get("is_error", False)
-        content = [_diff(shown_path(self._host, d["path"]), d["old_text"], d["new_text"]) for d in message.get("diffs", ())]
-        if not content and failed:
-            content = [f'{{"content":{{"text":{_str(output[:MAX_REPLAYED_OUTPUT])},"type":"text"}},"type":"content"}}']
-        content += [_value(_content(item)) for item in self._extra.get(call_id, ())]
+        items: list[ToolContent] = [
+            DiffContent(shown_path(self._host, d["path"]), d["old_text"], d["new_text"]) for d in message.get("diffs", ())
+        ]
+        if not items and failed:
+            items = [TextContent(output[:MAX_REPLAYED_OUTPUT])]
+        content = [_value(_content(item)) for item in (*items, *self._extra.get(call_id, ()))]
         # Pieces joined once: a diff holds whole files.
         update = ['{"toolCallId":', _str(call_id), ',"status":"failed"' if failed else ',"status":"completed"']
         if content:
@@ -264,12 +266,6 @@ async def send_replay(
 
 def _chunk(kind: str, text: str) -> str:
     return f'{{"content":{{"text":{_str(text)},"type":"text"}},"sessionUpdate":"{kind}"}}'
-
-
-def _diff(path: str, old_text: str | None, new_text: str) -> str:
-    if old_text is None:  # a new file: the SDK leaves the field out, editors need it null (wire.py)
-        return f'{{"path":{_str(path)},"newText":{_str(new_text)},"type":"diff","oldText":null}}'
-    return f'{{"path":{_str(path)},"oldText":{_str(old_text)},"newText":{_str(new_text)},"type":"diff"}}'
 
 
 def _content(item: ToolContent) -> Update:
