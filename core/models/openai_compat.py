@@ -482,7 +482,7 @@ class _ToolLists:
     def __init__(self, limit: int = 64) -> None:
         self.limit = limit
         self._lists: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], list[dict[str, Any]]]] = {}
-        self._json: dict[int, tuple[list[dict[str, Any]], str]] = {}  # id(list) -> (list, its JSON)
+        self._json: dict[int, tuple[list[dict[str, Any]], list[str]]] = {}  # id(list) -> (list, [its JSON] once encoded)
 
     def get(self, tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         key = tuple(map(id, tools))
@@ -494,17 +494,17 @@ class _ToolLists:
             self._lists.clear()
             self._json.clear()
         self._lists[key] = (tuple(tools), made)
+        self._json[id(made)] = (made, [])
         return made
 
     def json_of(self, value: Any) -> str:
         """``_dumps(value)``, kept for a list :meth:`get` made."""
         found = self._json.get(id(value))
-        if found is not None and found[0] is value:
-            return found[1]
-        text = _dumps(value)
-        if any(made is value for _, made in self._lists.values()):
-            self._json[id(value)] = (value, text)
-        return text
+        if found is None or found[0] is not value:
+            return _dumps(value)
+        if not found[1]:
+            found[1].append(_dumps(value))
+        return found[1][0]
 
 
 _tool_lists = _ToolLists()
